@@ -1,0 +1,301 @@
+"""The one in-process vLLM engine, its life cycle and its reply streams.
+
+Usage::
+
+    engine = ChatEngine.shared()                 # one per process, from the settings
+    engine.start()                               # loads in the background
+    engine.status()                              # loading (with seconds) / ready / failed
+    await engine.wait_ready()
+    async with contextlib.aclosing(engine.chat(history, "你好", request_id=rid)) as events:
+        async for event in events:               # TextChunk ... then one ReplyEnd
+            ...
+    await engine.abort(rid)                      # from elsewhere, e.g. a stop button
+    await engine.shutdown()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+import uuid
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from vllm import SamplingParams
+from vllm.inputs import TokensPrompt
+from vllm.v1.engine.async_llm import AsyncLLM
+from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
+
+from .decode import IncrementalDecoder
+from .engine_args import build_engine_args, on_cpu
+from .errors import EngineFailedError, EngineNotReadyError, GenerationError
+from .failures import describe_failure
+from .model_info import ModelInfo, load_model_info
+from .prompt import Prompt, PromptBuilder, Turn, resolve_system_prompt
+from .sampling import ChatOptions, build_sampling_params
+from .settings import Settings, load_settings
+from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk, TokenBuffer
+
+__all__ = ["ChatEngine", "EngineState", "EngineStatus", "new_request_id"]
+
+logger = logging.getLogger(__name__)
+
+WARMUP_BATCH_SIZES = (1, 4, 16, 64)
+WARMUP_TOKENS = 8
+
+
+class EngineState(enum.Enum):
+    NEW = "new"  # created, start() not called yet
+    LOADING = "loading"  # tokenizer, weights, KV cache, warm-up
+    READY = "ready"  # answering
+    FAILED = "failed"  # could not start, or died; ``reason`` says why
+    STOPPED = "stopped"  # shut down
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    state: EngineState
+    elapsed_s: float  # since start() while loading; load time once ready
+    reason: str | None = None  # one line, when failed
+
+
+def new_request_id() -> str:
+    return f"chat-{uuid.uuid4().hex}"
+
+
+class ChatEngine:
+    """One vLLM ``AsyncLLM`` and what a chat needs around it."""
+
+    _shared: ClassVar[ChatEngine | None] = None
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._state = EngineState.NEW
+        self._reason: str | None = None
+        self._started_at = 0.0
+        self._load_s = 0.0
+        self._settled = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._llm: AsyncLLM | None = None
+        self._model: ModelInfo | None = None
+        self._prompts: PromptBuilder | None = None
+        self._system_prompt = resolve_system_prompt(settings.system_prompt)
+
+    @classmethod
+    def shared(cls) -> ChatEngine:
+        """The process's engine: created from the settings on first use, then reused
+        (a reloaded app module, as under ``chainlit run -w``, gets the same one)."""
+        if cls._shared is None:
+            cls._shared = cls(load_settings())
+        return cls._shared
+
+    # --- life cycle -------------------------------------------------------------------
+    def status(self) -> EngineStatus:
+        if self._state is EngineState.LOADING:
+            return EngineStatus(self._state, time.monotonic() - self._started_at)
+        return EngineStatus(self._state, self._load_s, self._reason)
+
+    @property
+    def model(self) -> ModelInfo:
+        """The model's tokenizer, stop ids and defaults (once ready)."""
+        self._require_ready()
+        assert self._model is not None
+        return self._model
+
+    def start(self) -> None:
+        """Begin loading in the background (needs a running event loop); idempotent."""
+        if self._state is EngineState.STOPPED:
+            raise RuntimeError("the engine has been shut down; create a new one")
+        if self._state is not EngineState.NEW:
+            return
+        self._state = EngineState.LOADING
+        self._started_at = time.monotonic()
+        self._task = asyncio.get_running_loop().create_task(self._load(), name="engine-load")
+
+    async def wait_ready(self) -> None:
+        """Wait until loaded; raise EngineFailedError if loading failed."""
+        if self._state is EngineState.NEW:
+            self.start()
+        await self._settled.wait()
+        self._require_ready()
+
+    async def shutdown(self) -> None:
+        """Stop the engine and free its memory; idempotent."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._state = EngineState.STOPPED
+        self._settled.set()
+        if self._llm is not None:
+            self._llm.shutdown()
+            self._llm = None
+        if ChatEngine._shared is self:
+            ChatEngine._shared = None
+
+    async def _load(self) -> None:
+        try:
+            self._model = await asyncio.to_thread(load_model_info, self.settings)
+            self._prompts = PromptBuilder(
+                self._model.tokenizer, max_model_len=self.settings.max_model_len
+            )
+            args = build_engine_args(self.settings, cpu=on_cpu())
+            # Building blocks for the whole load (tens of seconds): keep it off the loop.
+            self._llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
+            if self.settings.warmup:
+                await self._warm_up()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # every failure must show up in status(), not only the log
+            logger.exception("engine failed to start")
+            self._fail(describe_failure(exc, self.settings))
+            return
+        self._load_s = time.monotonic() - self._started_at
+        self._state = EngineState.READY
+        self._settled.set()
+        logger.info("engine ready in %.1f s (model %s)", self._load_s, self.settings.model)
+
+    def _fail(self, reason: str) -> None:
+        self._state = EngineState.FAILED
+        self._reason = reason
+        self._load_s = time.monotonic() - self._started_at
+        self._settled.set()
+
+    async def _warm_up(self) -> None:
+        """Run each batch size a chat app sees once, so no user pays the first-batch cost."""
+        assert self._llm is not None and self._model is not None and self._prompts is not None
+        prompt = self._prompts.encode([{"role": "user", "content": "你好，请介绍一下你自己。"}])
+        params = build_sampling_params(
+            self.settings,
+            self._model,
+            ChatOptions(max_tokens=WARMUP_TOKENS),
+            ignore_eos=True,
+        )
+        largest = self._llm.vllm_config.scheduler_config.max_num_seqs
+        for size in (s for s in WARMUP_BATCH_SIZES if s <= largest):
+            started = time.monotonic()
+            await asyncio.gather(*(self._drain(prompt, params) for _ in range(size)))
+            logger.info("warm-up: batch of %d in %.2f s", size, time.monotonic() - started)
+
+    async def _drain(self, prompt: list[int], params: SamplingParams) -> None:
+        assert self._llm is not None
+        stream = self._llm.generate(
+            TokensPrompt(prompt_token_ids=prompt), params, f"warmup-{uuid.uuid4().hex}"
+        )
+        async with contextlib.aclosing(stream) as outputs:
+            async for _ in outputs:
+                pass
+
+    def _require_ready(self) -> AsyncLLM:
+        if self._state is EngineState.LOADING:
+            raise EngineNotReadyError(time.monotonic() - self._started_at)
+        if self._state is EngineState.READY and self._llm is not None:
+            return self._llm
+        if self._state is EngineState.FAILED:
+            raise EngineFailedError(self._reason or "unknown")
+        raise EngineFailedError(f"the engine is {self._state.value}")
+
+    # --- requests ---------------------------------------------------------------------
+    @property
+    def running_requests(self) -> int:
+        """Requests the engine holds now (running or queued)."""
+        if self._llm is None:
+            return 0
+        processor: Any = self._llm.output_processor
+        return int(processor.get_num_unfinished_requests())
+
+    async def abort(self, request_id: str) -> None:
+        """Stop a reply at once and free its place in the engine; unknown ids are ignored."""
+        if self._llm is not None:
+            await self._llm.abort(request_id)
+
+    def build_prompt(
+        self, history: Sequence[Turn], user_text: str, options: ChatOptions = ChatOptions()
+    ) -> Prompt:
+        """The token ids the engine will see for this message (oldest turns dropped to fit)."""
+        self._require_ready()
+        assert self._prompts is not None
+        system = (
+            self._system_prompt
+            if options.system_prompt is None
+            else resolve_system_prompt(options.system_prompt)
+        )
+        return self._prompts.build(
+            history,
+            user_text,
+            system_prompt=system,
+            reply_budget=options.reply_budget(self.settings),
+        )
+
+    async def chat(
+        self,
+        history: Sequence[Turn],
+        user_text: str,
+        *,
+        request_id: str,
+        options: ChatOptions = ChatOptions(),
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Stream the reply to ``user_text`` after ``history``."""
+        prompt = self.build_prompt(history, user_text, options)
+        params = build_sampling_params(self.settings, self.model, options)
+        async for event in self.stream(
+            prompt.token_ids, params, request_id=request_id, dropped_turns=prompt.dropped_turns
+        ):
+            yield event
+
+    async def stream(
+        self,
+        prompt_token_ids: Sequence[int],
+        params: SamplingParams,
+        *,
+        request_id: str,
+        dropped_turns: int = 0,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Stream a reply to raw prompt ids: buffered text chunks, then one ReplyEnd.
+
+        Closing this generator early (or cancelling its consumer) aborts the request
+        in the engine at once.
+        """
+        llm = self._require_ready()
+        assert self._model is not None
+        ids = list(prompt_token_ids)
+        decoder = IncrementalDecoder(self._model.tokenizer, ids)
+        buffer = TokenBuffer(decoder, interval_s=self.settings.stream_interval_ms / 1000)
+        started = time.monotonic()
+        first_token_at: float | None = None
+        reply_tokens = 0
+        finish_reason: Any = "abort"
+        try:
+            outputs = llm.generate(TokensPrompt(prompt_token_ids=ids), params, request_id)
+            async with contextlib.aclosing(outputs) as stream:
+                async for output in stream:
+                    completion = output.outputs[0]
+                    now = time.monotonic()
+                    if completion.token_ids and first_token_at is None:
+                        first_token_at = now
+                    reply_tokens += len(completion.token_ids)
+                    text = buffer.push(completion.token_ids, now=now)
+                    if text:
+                        yield TextChunk(text)
+                    if output.finished:
+                        finish_reason = completion.finish_reason or "stop"
+        except EngineDeadError as exc:
+            self._fail(f"the engine stopped: {exc}")
+            raise EngineFailedError(self._reason or "the engine stopped") from exc
+        except EngineGenerateError as exc:
+            logger.error("request %s failed: %r", request_id, exc.__cause__)
+            raise GenerationError() from exc
+        if finish_reason not in ("stop", "length", "abort"):
+            logger.error("request %s finished with %r", request_id, finish_reason)
+            raise GenerationError()
+        tail = buffer.drain()
+        if tail:
+            yield TextChunk(tail)
+        ttft = None if first_token_at is None else first_token_at - started
+        stats = ReplyStats(len(ids), reply_tokens, ttft, time.monotonic() - started)
+        logger.info("request %s %s: %s", request_id, finish_reason, stats.summary())
+        yield ReplyEnd(finish_reason, stats, dropped_turns)

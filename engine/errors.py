@@ -1,0 +1,60 @@
+"""Errors the engine raises to its callers.
+
+    EngineError
+     ├── EngineNotReadyError    the model is still loading (retry later)
+     ├── EngineFailedError      the engine could not start or died (not retryable here)
+     ├── GenerationError        one reply failed; the engine keeps working (retryable)
+     └── PromptTooLongError     the newest message alone does not fit (user-fixable)
+
+vLLM's own exceptions are translated to these at one boundary (``engine.core``),
+raised ``from`` the original so the log keeps the cause.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EngineError",
+    "EngineFailedError",
+    "EngineNotReadyError",
+    "GenerationError",
+    "PromptTooLongError",
+]
+
+
+class EngineError(Exception):
+    """Base of every error the engine raises."""
+
+
+class EngineNotReadyError(EngineError):
+    """The engine is still loading."""
+
+    def __init__(self, elapsed_s: float) -> None:
+        self.elapsed_s = elapsed_s
+        super().__init__(f"the model is still loading ({elapsed_s:.0f} s so far)")
+
+
+class EngineFailedError(EngineError):
+    """The engine failed to start or died; ``reason`` is one line."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"the engine is not available: {reason}")
+
+
+class GenerationError(EngineError):
+    """One reply failed; the engine still works and the message can be sent again."""
+
+    def __init__(self) -> None:
+        super().__init__("the reply failed; please send the message again")
+
+
+class PromptTooLongError(EngineError):
+    """The newest message alone does not fit in the context window."""
+
+    def __init__(self, prompt_tokens: int, limit: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+        super().__init__(
+            f"the message is {prompt_tokens} tokens with the system prompt, "
+            f"but at most {limit} fit; shorten it"
+        )

@@ -1,0 +1,153 @@
+"""Prompts: a conversation rendered with the model's own chat template, as token ids.
+
+Usage::
+
+    builder = PromptBuilder(tokenizer, max_model_len=16384)
+    prompt = builder.build(history, "你好", system_prompt=text, reply_budget=1024)
+    prompt.token_ids, prompt.dropped_turns
+
+Two things a plain ``apply_chat_template(..., tokenize=True)`` gets wrong for a chat app:
+
+* Text a user types is tokenized like any other text, so a typed ``<|end_of_sentence|>``
+  would become the real end-of-turn token. Here only the template's own special tokens
+  become special ids; message text is tokenized with special-token splitting on.
+* A long history overflows the context. Here the oldest turns are dropped until the
+  prompt plus the reply budget fits, keeping the system prompt and the newest message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import PromptTooLongError
+from .settings import SettingsError, env_name
+
+__all__ = [
+    "PROMPTS_DIR",
+    "Prompt",
+    "PromptBuilder",
+    "Turn",
+    "available_system_prompts",
+    "resolve_system_prompt",
+]
+
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+_PROMPT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+# Private-use characters stand in for message text while the template is rendered.
+_MARK = "\ue000{}\ue001"
+_MARK_RE = re.compile("\ue000(\\d+)\ue001")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message of a conversation."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Token ids for the engine, and how many of the oldest turns were left out."""
+
+    token_ids: list[int]
+    dropped_turns: int
+
+
+def available_system_prompts(folder: Path = PROMPTS_DIR) -> dict[str, str]:
+    """The system prompts shipped in ``prompts/``, by name (file name without ``.md``)."""
+    return {p.stem: p.read_text(encoding="utf-8").strip() for p in sorted(folder.glob("*.md"))}
+
+
+def resolve_system_prompt(value: str, folder: Path = PROMPTS_DIR) -> str:
+    """``value`` is a prompt name from ``prompts/`` or literal text; empty means none."""
+    if not value.strip():
+        return ""
+    prompts = available_system_prompts(folder)
+    if value in prompts:
+        return prompts[value]
+    if _PROMPT_NAME.match(value):
+        names = ", ".join(prompts) or "none"
+        raise SettingsError(
+            f"{env_name('system_prompt')}={value!r}: no such prompt in {folder} "
+            f"(available: {names}; or give the prompt text itself)"
+        )
+    return value
+
+
+class PromptBuilder:
+    """Renders conversations with a tokenizer's chat template into token ids that fit."""
+
+    def __init__(self, tokenizer: Any, *, max_model_len: int) -> None:
+        self._tokenizer = tokenizer
+        self.max_model_len = max_model_len
+        added = [t.content for t in tokenizer.added_tokens_decoder.values()]
+        longest_first = sorted(set(added), key=len, reverse=True)
+        self._special_re = re.compile("|".join(map(re.escape, longest_first)) or "(?!)")
+
+    def encode(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        """Token ids of ``messages`` with the generation prompt; typed text stays plain."""
+        skeleton = self._tokenizer.apply_chat_template(
+            [{"role": m["role"], "content": _MARK.format(i)} for i, m in enumerate(messages)],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        ids: list[int] = []
+        pos = 0
+        for special in self._special_re.finditer(skeleton):
+            ids += self._encode_text(skeleton[pos : special.start()], messages)
+            ids.append(self._tokenizer.convert_tokens_to_ids(special.group()))
+            pos = special.end()
+        ids += self._encode_text(skeleton[pos:], messages)
+        return ids
+
+    def _encode_text(self, run: str, messages: Sequence[dict[str, str]]) -> list[int]:
+        if not run:
+            return []
+        text = _MARK_RE.sub(lambda m: messages[int(m.group(1))]["content"], run)
+        encoded = self._tokenizer(text, add_special_tokens=False, split_special_tokens=True)
+        return list(encoded["input_ids"])
+
+    def build(
+        self,
+        history: Sequence[Turn],
+        user_text: str,
+        *,
+        system_prompt: str,
+        reply_budget: int,
+    ) -> Prompt:
+        """The newest message after as much of ``history`` as fits with ``reply_budget``."""
+        limit = self.max_model_len - reply_budget
+        head = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        tail = [{"role": "user", "content": user_text}]
+        turns = [{"role": t.role, "content": t.content} for t in history]
+        starts = _turn_starts(turns)
+
+        def encode_from(start: int) -> list[int]:
+            return self.encode(head + turns[start:] + tail)
+
+        # Keeping fewer turns never makes the prompt longer: binary-search the first
+        # user turn to keep, so a long history costs log(n) renders, not n.
+        lo, hi = 0, len(starts)  # candidates: starts[0..], or len(turns) (history dropped)
+        best: list[int] | None = None
+        best_start = 0
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            start = starts[mid] if mid < len(starts) else len(turns)
+            ids = encode_from(start)
+            if len(ids) <= limit:
+                best, best_start, hi = ids, start, mid - 1
+            else:
+                lo = mid + 1
+        if best is None:
+            raise PromptTooLongError(len(encode_from(len(turns))), limit)
+        return Prompt(token_ids=best, dropped_turns=best_start)
+
+
+def _turn_starts(turns: Sequence[dict[str, str]]) -> list[int]:
+    """Indexes where history may start: each user turn, so user/assistant pairs stay whole."""
+    return [i for i, t in enumerate(turns) if t["role"] == "user"]

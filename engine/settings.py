@@ -1,0 +1,178 @@
+"""Settings: every knob of the app, read from ``ERNIE_*`` environment variables or ``.env``.
+
+Usage::
+
+    settings = load_settings()          # raises SettingsError with one line on bad input
+    settings.model, settings.max_tokens
+
+A value left unset means "the model's or vLLM's own default" (``None`` here); the
+engine resolves it when it loads. Deeper checks against the model and the hardware
+belong to the engine, not to this module.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from dotenv import dotenv_values
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["ENV_PREFIX", "Settings", "SettingsError", "env_name", "load_settings"]
+
+ENV_PREFIX = "ERNIE_"
+ENV_FILE = ".env"
+
+Dtype = Literal["auto", "bfloat16", "float16", "float32"]
+
+
+class SettingsError(ValueError):
+    """A setting is misspelled or has a bad value; the message is one line with the fix."""
+
+
+class Settings(BaseSettings):
+    """The app's settings. Field ``x`` is read from ``ERNIE_X``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_file=ENV_FILE,
+        env_file_encoding="utf-8",
+        extra="ignore",  # unknown ERNIE_* names are caught by check_unknown_names
+        frozen=True,
+        protected_namespaces=(),
+    )
+
+    # --- model -------------------------------------------------------------------
+    model: str = Field(
+        "baidu/ERNIE-4.5-0.3B-PT",
+        min_length=1,
+        description="Hub id or local folder of the model.",
+    )
+    tokenizer: str | None = Field(
+        None, description="Hub id or folder of the tokenizer; unset: the model's."
+    )
+    revision: str | None = Field(
+        None, description="Hub revision (branch, tag or commit) of the model."
+    )
+    dtype: Dtype = Field("auto", description="Weights dtype; auto: the model's own.")
+
+    # --- engine ------------------------------------------------------------------
+    max_model_len: int = Field(
+        16384,
+        ge=64,
+        description="Longest prompt plus reply in tokens; sizes the KV cache need.",
+    )
+    tensor_parallel_size: int = Field(1, ge=1, le=64, description="GPUs per model copy.")
+    pipeline_parallel_size: int = Field(1, ge=1, le=64, description="Pipeline stages.")
+    gpu_memory_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description=(
+            "Share of GPU memory vLLM may take (on the CPU backend: share of RAM); "
+            "unset: 0.90 on a GPU, 0.30 on the CPU."
+        ),
+    )
+    block_size: int | None = Field(
+        None, ge=1, le=1024, description="KV cache block size; unset: the backend's."
+    )
+    enable_prefix_caching: bool | None = Field(
+        None, description="Reuse the KV cache of shared prompt prefixes; unset: vLLM's."
+    )
+    max_num_seqs: int | None = Field(
+        None, ge=1, le=4096, description="Most requests in one batch; unset: vLLM's."
+    )
+    enforce_eager: bool | None = Field(
+        None,
+        description="Skip compilation and CUDA graphs; unset: off on a GPU, on on the CPU.",
+    )
+    kv_cache_gb: float | None = Field(
+        None,
+        gt=0,
+        description="KV cache size in GiB (mainly for the CPU backend); unset: from memory share.",
+    )
+    warmup: bool = Field(
+        True, description="Run the batch sizes a chat sees before reporting ready."
+    )
+
+    # --- replies -----------------------------------------------------------------
+    temperature: float | None = Field(
+        None, ge=0, le=2, description="Sampling temperature; unset: the model's default."
+    )
+    top_p: float | None = Field(
+        None, gt=0, le=1, description="Nucleus sampling share; unset: the model's default."
+    )
+    max_tokens: int = Field(1024, ge=1, description="Longest reply in tokens.")
+    repetition_penalty: float | None = Field(
+        None, gt=0, le=2, description="Repetition penalty; unset: the model's default."
+    )
+    system_prompt: str = Field(
+        "zh",
+        description="Name of a file in prompts/ (without .md), or literal text; empty: none.",
+    )
+    stream_interval_ms: int = Field(
+        50,
+        ge=0,
+        le=5000,
+        description="How long the stream gathers text before a flush; 0: every delta.",
+    )
+
+    @model_validator(mode="after")
+    def _reply_fits(self) -> Settings:
+        if self.max_tokens >= self.max_model_len:
+            raise ValueError(
+                f"{env_name('max_tokens')}={self.max_tokens} leaves no room for the prompt "
+                f"in {env_name('max_model_len')}={self.max_model_len}: lower it "
+                f"(for example to {self.max_model_len // 4}) or raise the other"
+            )
+        return self
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets ``field``."""
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+def _known_names() -> set[str]:
+    return {env_name(name) for name in Settings.model_fields}
+
+
+def _given_names(env_file: Path) -> dict[str, str]:
+    """Every ERNIE_* name given, from the environment and the .env file."""
+    given = {k: v for k, v in dotenv_values(env_file).items() if v is not None}
+    given.update(os.environ)
+    return {k: v for k, v in given.items() if k.upper().startswith(ENV_PREFIX)}
+
+
+def check_unknown_names(env_file: Path = Path(ENV_FILE)) -> None:
+    """Refuse a misspelled ERNIE_* variable instead of silently ignoring it."""
+    known = _known_names()
+    for name, value in sorted(_given_names(env_file).items()):
+        if name.upper() in known:
+            continue
+        close = difflib.get_close_matches(name.upper(), known, n=1)
+        fix = f"did you mean {close[0]}?" if close else "see .env.example for the names"
+        raise SettingsError(f"{name}={value!r} is not a setting: {fix}")
+
+
+def _one_line(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False)[0]
+    if not error["loc"]:  # a check across fields: its message is the whole line
+        return str(error["msg"]).removeprefix("Value error, ")
+    field = str(error["loc"][0])
+    value: Any = error.get("input")
+    default = Settings.model_fields[field].default
+    fix = "unset it for the default" if default is None else f"the default is {default!r}"
+    return f"{env_name(field)}={value!r}: {error['msg'].lower()} ({fix})"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read and validate the settings; raise SettingsError with a one-line fix."""
+    check_unknown_names()
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise SettingsError(_one_line(exc)) from None

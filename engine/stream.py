@@ -1,0 +1,93 @@
+"""What a reply stream yields, and the buffer that turns token deltas into few, larger chunks.
+
+A reply is a run of ``TextChunk`` events and one closing ``ReplyEnd``. ``TokenBuffer``
+is pure logic (no I/O, no clock of its own) so it can be tested on its own: it decodes
+only when a flush is due, which also saves the per-token decoding work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .decode import IncrementalDecoder
+
+__all__ = ["FinishReason", "ReplyEnd", "ReplyStats", "StreamEvent", "TextChunk", "TokenBuffer"]
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    """Text to append to the reply."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ReplyStats:
+    """Numbers about one reply."""
+
+    prompt_tokens: int
+    reply_tokens: int
+    ttft_s: float | None  # submit to first token; None when no token came
+    duration_s: float  # submit to end
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Generation speed after the first token (what a reader sees scroll by)."""
+        if self.ttft_s is None or self.reply_tokens < 2:
+            return 0.0
+        generating = self.duration_s - self.ttft_s
+        return (self.reply_tokens - 1) / generating if generating > 0 else 0.0
+
+    def summary(self) -> str:
+        ttft = "-" if self.ttft_s is None else f"{self.ttft_s * 1000:.0f} ms"
+        return (
+            f"{self.reply_tokens} tokens · first token {ttft} · "
+            f"{self.tokens_per_s:.1f} tokens/s · prompt {self.prompt_tokens} tokens"
+        )
+
+
+@dataclass(frozen=True)
+class ReplyEnd:
+    """The last event of a reply."""
+
+    finish_reason: FinishReason
+    stats: ReplyStats
+    dropped_turns: int = 0  # oldest turns left out so the prompt fits
+
+
+StreamEvent = TextChunk | ReplyEnd
+
+
+class TokenBuffer:
+    """Collects token ids and releases decoded text at most once per ``interval_s``.
+
+    The first text goes out at once (time to first token is what users feel most);
+    after that, text waits until the interval since the last flush has passed.
+
+    Usage::
+
+        buffer = TokenBuffer(decoder, interval_s=0.05)
+        text = buffer.push(ids, now=time.monotonic())   # "" while holding
+        rest = buffer.drain()                            # at the end, always
+    """
+
+    def __init__(self, decoder: IncrementalDecoder, *, interval_s: float) -> None:
+        self._decoder = decoder
+        self._interval_s = interval_s
+        self._next_flush = float("-inf")
+
+    def push(self, token_ids: Sequence[int], *, now: float) -> str:
+        self._decoder.push(token_ids)
+        if now < self._next_flush:
+            return ""
+        text = self._decoder.take()
+        if text:
+            self._next_flush = now + self._interval_s
+        return text
+
+    def drain(self) -> str:
+        return self._decoder.finish()

