@@ -4,7 +4,7 @@ Usage::
 
     python -m engine check                 # effective settings; exit 2 on a bad one
     python -m engine chat "你好"            # one streamed reply to stdout, stats to stderr
-    python -m engine demo-model PATH [--byte-level]
+    python -m engine demo-model PATH [--byte-level | --scripted]
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("message", help="the user's message")
     demo = commands.add_parser("demo-model", help="write a tiny random ERNIE-shaped model")
     demo.add_argument("path", type=Path)
-    demo.add_argument("--byte-level", action="store_true", help="byte-level tokenizer")
+    kind = demo.add_mutually_exclusive_group()
+    kind.add_argument("--byte-level", action="store_true", help="byte-level tokenizer")
+    kind.add_argument("--scripted", action="store_true", help="a fixed reply (UI tests)")
     return parser
 
 
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo-model":
         from .demo import write_demo_model
 
-        print(write_demo_model(args.path, byte_level=args.byte_level))
+        print(write_demo_model(args.path, byte_level=args.byte_level, scripted=args.scripted))
         return 0
     try:
         settings = load_settings()

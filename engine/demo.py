@@ -9,6 +9,8 @@ It has ERNIE's special tokens and chat template, and random weights: replies are
 gibberish. The default tokenizer's tokens are whole characters and words (Chinese and
 English), so even random replies never hold U+FFFD. ``--byte-level`` gives a tokenizer
 that splits every Chinese character into three byte tokens, for the decoding tests.
+``--scripted`` gives a model whose every reply is ``SCRIPTED_REPLY``, then its last line
+of Chinese text again and again: the UI tests use it to check rendering and reply lengths.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from __future__ import annotations
 import json
 import string
 from pathlib import Path
+from typing import Any
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 __all__ = ["DEMO_MARKER", "write_demo_model"]
 
@@ -77,6 +80,13 @@ ENGLISH_TEXT = (
 _PIECES = r"[A-Za-z]+|\s|[^A-Za-z\s]"
 
 
+# The scripted reply, token by token (each token once, so each has one successor): bold
+# Chinese text that CommonMark alone would not render, then a loop of one line of text.
+SCRIPTED_REPLY = ("**注意：**", "正", "文", *"一二三四五六七八九十。", "\n")
+SCRIPT_LOOP_FROM = 3
+SCRIPT_STRENGTH = 4.0  # logit gap ~ strength * sqrt(hidden): the next token is certain
+
+
 def _word_tokenizer() -> Tokenizer:
     """Tokens are whole characters and words: nothing decodes to half a character."""
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -120,7 +130,28 @@ def _save_tokenizer(tok: Tokenizer, path: Path) -> None:
     fast.save_pretrained(path)
 
 
-def _save_model(path: Path, vocab_size: int, seed: int) -> None:
+def _script(model: Any, chain: list[tuple[int, int]]) -> None:
+    """Make the model answer by a fixed chain: each token's successor is certain.
+
+    Attention and MLP outputs are zeroed, so the last hidden state is the normalised
+    embedding of the current token; the (untied) output head maps it to the successor.
+    """
+    import torch
+
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        embed = model.model.embed_tokens.weight.float()
+        head = torch.zeros_like(embed)
+        for token, successor in chain:
+            head[successor] += SCRIPT_STRENGTH * embed[token] / embed[token].norm()
+        model.lm_head.weight.copy_(head)
+
+
+def _save_model(
+    path: Path, vocab_size: int, seed: int, chain: list[tuple[int, int]] | None = None
+) -> None:
     import torch
     from transformers import Ernie4_5Config, Ernie4_5ForCausalLM, GenerationConfig
 
@@ -135,13 +166,15 @@ def _save_model(path: Path, vocab_size: int, seed: int) -> None:
         head_dim=64,  # vLLM's CPU attention rejects 16; the real model has 128
         max_position_embeddings=131072,  # as the real model
         rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
-        tie_word_embeddings=True,
+        tie_word_embeddings=chain is None,
         use_bias=False,
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=0,
     )
     model = Ernie4_5ForCausalLM(config)  # type: ignore[no-untyped-call]
+    if chain is not None:
+        _script(model, chain)
     model = model.to(torch.bfloat16)  # type: ignore[arg-type]
     model.save_pretrained(path)
     GenerationConfig(  # type: ignore[no-untyped-call]
@@ -155,13 +188,28 @@ def _save_model(path: Path, vocab_size: int, seed: int) -> None:
     ).save_pretrained(path)
 
 
-def write_demo_model(path: Path, *, byte_level: bool = False, seed: int = 0) -> Path:
+def _script_chain(tok: Tokenizer) -> list[tuple[int, int]]:
+    tok.add_tokens([AddedToken(t, normalized=False) for t in SCRIPTED_REPLY if len(t) > 1])
+    ids: list[int] = []
+    for token in SCRIPTED_REPLY:
+        token_id = tok.token_to_id(token)
+        if token_id is None:
+            raise ValueError(f"the demo tokenizer has no token {token!r}")
+        ids.append(token_id)
+    start = tok.encode("Assistant: ", add_special_tokens=False).ids[-1]
+    successors = [*ids[1:], ids[SCRIPT_LOOP_FROM]]
+    return [(start, ids[0]), *zip(ids, successors, strict=True)]
+
+
+def write_demo_model(
+    path: Path, *, byte_level: bool = False, scripted: bool = False, seed: int = 0
+) -> Path:
     """Write the demo model to ``path`` (created if missing) and return it."""
     path.mkdir(parents=True, exist_ok=True)
     tok = _byte_tokenizer() if byte_level else _word_tokenizer()
+    chain = _script_chain(tok) if scripted else None
     _save_tokenizer(tok, path)
-    _save_model(path, tok.get_vocab_size(), seed)
-    (path / DEMO_MARKER).write_text(
-        json.dumps({"demo": True, "byte_level": byte_level, "weights": "random"}) + "\n"
-    )
+    _save_model(path, tok.get_vocab_size(), seed, chain)
+    marker = {"demo": True, "byte_level": byte_level, "scripted": scripted, "weights": "random"}
+    (path / DEMO_MARKER).write_text(json.dumps(marker) + "\n")
     return path

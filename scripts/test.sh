@@ -4,7 +4,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh test
-.venv/bin/ruff check engine tests
-.venv/bin/ruff format --check engine tests
+# The browser tests: Debian's Chromium (Playwright cannot download one here), with fonts
+# for Chinese and emoji so screenshots show text, not boxes.
+if ! command -v chromium >/dev/null 2>&1 || ! fc-list | grep -qi "Noto Sans CJK" \
+    || ! fc-list | grep -qi "Noto Color Emoji"; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk \
+    fonts-noto-color-emoji >/dev/null
+fi
+.venv/bin/ruff check engine tests scripts app.py
+.venv/bin/ruff format --check engine tests scripts app.py
 .venv/bin/mypy
 .venv/bin/python -m pytest "$@"

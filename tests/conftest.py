@@ -77,3 +77,9 @@ async def running(demo_model: Path) -> AsyncIterator[RunningEngine]:
 async def byte_engine(byte_model: Path) -> AsyncIterator[ChatEngine]:
     async for item in _running(byte_model, stream_interval_ms=0, warmup=False):
         yield item.engine
+
+
+@pytest.fixture(scope="session")
+def scripted_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo model whose every reply is engine.demo.SCRIPTED_REPLY, looping."""
+    return write_demo_model(tmp_path_factory.mktemp("demo-scripted"), scripted=True)

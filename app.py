@@ -1,0 +1,327 @@
+"""The chat UI: Chainlit handlers on the in-process engine.
+
+Run: ``chainlit run app.py`` (settings from ``ERNIE_*`` variables or ``.env``).
+Every handler reads per-chat state, calls ``engine``, and renders; the logic is in
+``engine/`` and the words are in ``.chainlit/translations/*.json`` (key ``app``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import chainlit as cl
+from chainlit.input_widget import Select, Slider
+from chainlit.server import app as server
+from fastapi.responses import JSONResponse
+
+from engine import (
+    ChatEngine,
+    ChatOptions,
+    EngineError,
+    EngineFailedError,
+    EngineState,
+    EngineStatus,
+    GenerationError,
+    PromptTooLongError,
+    ReplyEnd,
+    SettingsError,
+    TextChunk,
+    available_system_prompts,
+    guard_module_getattr,
+    new_request_id,
+)
+from engine.conversation import Conversation
+from engine.markdown import fix_cjk_emphasis
+
+# Before the engine starts: Chainlit's lazy __getattr__ breaks PyTorch's compiler.
+guard_module_getattr(cl)
+
+logger = logging.getLogger("app")
+
+try:
+    ENGINE = ChatEngine.shared()
+except SettingsError as exc:  # one line naming the setting, then stop
+    print(f"error: {exc}", file=sys.stderr)
+    raise SystemExit(2) from None
+
+LOADING_REFRESH_S = 1.0
+TRANSLATIONS = Path(__file__).resolve().parent / ".chainlit" / "translations"
+DEFAULT_LANGUAGE = "en-US"
+NO_SYSTEM_PROMPT = "none"  # the settings panel's value for "no system prompt"
+
+
+@functools.cache
+def app_strings(language: str) -> dict[str, Any]:
+    """The app's own strings (key ``app`` of the translation files beside this module),
+    for ``language`` or its base language (``zh`` -> ``zh-CN``), else English."""
+    base = language.split("-")[0]
+    candidates = [TRANSLATIONS / f"{language}.json", *sorted(TRANSLATIONS.glob(f"{base}-*.json"))]
+    for path in [*candidates, TRANSLATIONS / f"{DEFAULT_LANGUAGE}.json"]:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        strings = data.get("app")  # Chainlit's own files for other languages have none
+        if strings:
+            return dict(strings)
+    raise FileNotFoundError(f"no 'app' strings in {TRANSLATIONS}")
+
+
+def t(key: str, **values: Any) -> str:
+    """This chat's text for ``key``, in the browser's language."""
+    language = cl.context.session.language if cl.context.session else DEFAULT_LANGUAGE
+    return str(app_strings(language)[key]).format(**values)
+
+
+@server.get("/readyz")
+async def readyz() -> JSONResponse:
+    """200 once the engine is ready, else 503; with the state and running requests."""
+    status = ENGINE.status()
+    body = {
+        "state": status.state.value,
+        "elapsed_s": round(status.elapsed_s, 1),
+        "reason": status.reason,
+        "running_requests": ENGINE.running_requests,
+    }
+    return JSONResponse(body, status_code=200 if status.state is EngineState.READY else 503)
+
+
+def serve_before_chainlit_pages(path: str) -> None:
+    """Chainlit's catch-all route for its pages shadows routes added later: move ours first."""
+    routes = server.router.routes
+    route = next(r for r in routes if getattr(r, "path", None) == path)
+    routes.remove(route)
+    routes.insert(0, route)
+
+
+serve_before_chainlit_pages("/readyz")
+
+
+@cl.on_app_startup
+def start_engine() -> None:
+    ENGINE.start()  # in the background: the page answers while the model loads
+
+
+@cl.on_app_shutdown
+async def stop_engine() -> None:
+    await ENGINE.shutdown()
+
+
+@cl.set_starters
+async def starters(user: Any = None, language: str | None = None) -> list[cl.Starter]:
+    strings = app_strings(language or DEFAULT_LANGUAGE)["starters"]
+    return [cl.Starter(label=s["label"], message=s["message"]) for s in strings]
+
+
+@cl.on_chat_start
+async def start_chat() -> None:
+    cl.user_session.set("conversation", Conversation())
+    cl.user_session.set("options", ChatOptions())
+    # In the background: Chainlit locks the message box while a handler runs, and a
+    # message typed while the model loads must be accepted (and answered once ready).
+    cl.user_session.set("announcer", asyncio.create_task(announce_engine()))
+
+
+@cl.on_settings_update
+async def update_settings(values: dict[str, Any]) -> None:
+    cl.user_session.set(
+        "options",
+        ChatOptions(
+            temperature=float(values["temperature"]),
+            top_p=float(values["top_p"]),
+            max_tokens=int(values["max_tokens"]),
+            system_prompt=""
+            if values["system_prompt"] == NO_SYSTEM_PROMPT
+            else values["system_prompt"],
+        ),
+    )
+
+
+@cl.on_message
+async def answer(message: cl.Message) -> None:
+    conversation: Conversation = cl.user_session.get("conversation")
+    conversation.rewind_to(message.id)  # an edited message answers again from there
+    if not message.content.strip():
+        await cl.Message(content=t("empty_message")).send()
+        return
+    try:
+        await ENGINE.wait_ready()  # queued while the model loads
+    except EngineFailedError as exc:
+        await cl.ErrorMessage(content=error_text(exc)).send()
+        return
+    announcer = cl.user_session.get("announcer")
+    if announcer is not None:  # its "ready" and demo notices come before the reply
+        await asyncio.shield(announcer)
+    await stream_reply(message, conversation, cl.user_session.get("options"))
+
+
+@cl.on_stop
+async def stop_reply() -> None:
+    await abort_current_reply()
+
+
+@cl.on_chat_end
+async def end_chat() -> None:
+    await abort_current_reply()  # a closed tab or dropped socket frees the engine at once
+    announcer = cl.user_session.get("announcer")
+    if announcer is not None:
+        announcer.cancel()
+
+
+async def abort_current_reply() -> None:
+    request_id = cl.user_session.get("request_id")
+    if request_id:
+        await ENGINE.abort(request_id)
+
+
+async def announce_engine() -> None:
+    """The loading state, updated in place until ready or failed; then the chat's tools."""
+    status = ENGINE.status()
+    loading = status.state is EngineState.LOADING
+    notice = cl.Message(content=t("loading", seconds=round(status.elapsed_s)))
+    if loading:
+        await notice.send()
+        while status.state is EngineState.LOADING:
+            with contextlib.suppress(TimeoutError, EngineError):  # wakes at once when settled
+                await asyncio.wait_for(ENGINE.wait_ready(), LOADING_REFRESH_S)
+            status = ENGINE.status()
+            notice.content = t("loading", seconds=round(status.elapsed_s))
+            await notice.update()
+    notice.content = "\n\n".join(engine_notes(status, loaded_now=loading))
+    if notice.content:
+        await (notice.update() if loading else notice.send())
+    if status.state is EngineState.READY:
+        await send_settings_panel()
+
+
+def engine_notes(status: EngineStatus, *, loaded_now: bool) -> list[str]:
+    """What a chat is told about the engine: failure, readiness, demo weights."""
+    if status.state is not EngineState.READY:
+        return [t("failed", reason=status.reason or status.state.value)]
+    notes = [t("ready", seconds=round(status.elapsed_s))] if loaded_now else []
+    if ENGINE.model.is_demo:
+        notes.append(t("demo_model"))
+    return notes
+
+
+async def send_settings_panel() -> None:
+    settings, defaults = ENGINE.settings, ENGINE.model.sampling_defaults
+    prompts = {t("no_system_prompt"): NO_SYSTEM_PROMPT}
+    prompts.update({name: name for name in available_system_prompts()})
+    if settings.system_prompt not in prompts.values():
+        prompts[t("custom_system_prompt")] = settings.system_prompt
+    await cl.ChatSettings(
+        [
+            Slider(
+                id="temperature",
+                label=t("temperature"),
+                min=0,
+                max=2,
+                step=0.05,
+                initial=first_set(settings.temperature, defaults.get("temperature"), 1.0),
+            ),
+            Slider(
+                id="top_p",
+                label=t("top_p"),
+                min=0.05,
+                max=1,
+                step=0.05,
+                initial=first_set(settings.top_p, defaults.get("top_p"), 1.0),
+            ),
+            Slider(
+                id="max_tokens",
+                label=t("max_tokens"),
+                min=16,
+                step=16,
+                max=settings.max_model_len // 2,
+                initial=settings.max_tokens,
+            ),
+            Select(
+                id="system_prompt",
+                label=t("system_prompt"),
+                items=prompts,
+                initial_value=settings.system_prompt or NO_SYSTEM_PROMPT,
+            ),
+        ]
+    ).send()
+
+
+def first_set(*values: float | None) -> float:
+    """The first value that is set: 0 is a value (greedy temperature), None is not."""
+    return next(v for v in values if v is not None)
+
+
+async def stream_reply(message: cl.Message, conversation: Conversation, options: Any) -> None:
+    """Thinking indicator until the first text, buffered chunks, then notes and stats."""
+    request_id = new_request_id()
+    cl.user_session.set("request_id", request_id)
+    thinking = cl.Message(content=t("thinking"))
+    await thinking.send()
+    reply, end = cl.Message(content=""), None
+    try:
+        events = ENGINE.chat(
+            conversation.turns(), message.content, request_id=request_id, options=options
+        )
+        async with contextlib.aclosing(events) as stream:
+            async for event in stream:
+                if isinstance(event, TextChunk):
+                    if not reply.streaming:
+                        await thinking.remove()
+                    await reply.stream_token(event.text)
+                elif isinstance(event, ReplyEnd):
+                    end = event
+    except asyncio.CancelledError:  # the stop button: keep what was said
+        conversation.record(message.id, message.content, reply.content)
+        raise
+    except Exception as exc:
+        await thinking.remove()
+        await cl.ErrorMessage(content=error_text(exc)).send()
+        return
+    finally:
+        cl.user_session.set("request_id", None)
+    if not reply.streaming:
+        await thinking.remove()
+    conversation.record(message.id, message.content, reply.content)
+    reply.content = fix_cjk_emphasis(reply.content) + footer(end, options)
+    await reply.send()
+
+
+def footer(end: ReplyEnd | None, options: ChatOptions) -> str:
+    """Notes on how the reply ended, and its stats, as a small italic line."""
+    if end is None:
+        return ""
+    notes = []
+    if end.finish_reason == "length":
+        notes.append(t("cut_by_length", max_tokens=options.reply_budget(ENGINE.settings)))
+    elif end.finish_reason == "abort":
+        notes.append(t("stopped"))
+    if end.dropped_turns:
+        notes.append(t("dropped_turns", count=end.dropped_turns))
+    stats = end.stats
+    ttft = "-" if stats.ttft_s is None else f"{stats.ttft_s * 1000:.0f}"
+    notes.append(
+        t(
+            "stats",
+            tokens=stats.reply_tokens,
+            ttft_ms=ttft,
+            speed=f"{stats.tokens_per_s:.1f}",
+            prompt=stats.prompt_tokens,
+        )
+    )
+    return "\n\n" + "\n".join(f"*{note}*  " for note in notes)
+
+
+def error_text(exc: Exception) -> str:
+    """Words for the user; the detail goes to the log."""
+    if isinstance(exc, PromptTooLongError):
+        return t("too_long", tokens=exc.prompt_tokens, limit=exc.limit)
+    if isinstance(exc, EngineFailedError):
+        return t("failed", reason=exc.reason)
+    if isinstance(exc, GenerationError):
+        return t("generation_failed")
+    logger.exception("unexpected error while answering")
+    return t("unexpected_error")

@@ -1,0 +1,202 @@
+"""The chat UI in a real browser, on the real app and the real CPU engine.
+
+The app runs the scripted demo model: every reply is ``**注意：**正文`` followed by a loop
+of ten characters until the max-tokens limit, so lengths and rendering are known.
+The tests share one app process and run in order: the first one meets the engine loading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, async_playwright, expect
+
+from engine.prompt import PromptBuilder, resolve_system_prompt
+
+from .browser import CHROMIUM, CHROMIUM_ARGS, ROOT, STATS_LINE, AppServer, Chat
+
+pytestmark = pytest.mark.engine
+
+ARTIFACTS = ROOT / "artifacts"
+MAX_TOKENS = 300
+INTERVAL_MS = 50
+APP_ENV = {
+    "ERNIE_KV_CACHE_GB": "0.5",
+    "ERNIE_MAX_MODEL_LEN": "4096",
+    "ERNIE_MAX_TOKENS": str(MAX_TOKENS),
+    "ERNIE_STREAM_INTERVAL_MS": str(INTERVAL_MS),
+}
+
+
+@pytest.fixture(scope="module")
+def app_server(
+    scripted_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AppServer]:
+    log = tmp_path_factory.mktemp("app") / "app.log"
+    server = AppServer.start({**APP_ENV, "ERNIE_MODEL": str(scripted_model)}, log)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        await chromium.close()
+
+
+def screenshot_path(name: str) -> str:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return str(ARTIFACTS / name)
+
+
+def stats_of(text: str) -> dict[str, float]:
+    match = re.search(
+        r"(\d+) tokens · first token (\d+) ms · ([\d.]+) tokens/s · prompt (\d+) tokens", text
+    )
+    assert match, text
+    tokens, ttft, speed, prompt = match.groups()
+    return {
+        "tokens": int(tokens),
+        "ttft_ms": int(ttft),
+        "speed": float(speed),
+        "prompt": int(prompt),
+    }
+
+
+async def test_loading_state_then_a_queued_message_gets_a_streamed_reply(
+    app_server: AppServer, browser: Browser
+) -> None:
+    chat = await Chat.open(browser, app_server.url)
+    await expect(chat.page.get_by_text("Loading the model")).to_be_visible(timeout=30_000)
+    status, body = app_server.readyz()
+    assert status == 503 and body["state"] == "loading"
+    await chat.page.screenshot(path=screenshot_path("loading-en.png"))
+
+    sent_at = await chat.send("你好，请介绍一下你自己。")  # while the engine still loads
+    await expect(chat.page.get_by_text("Model ready").first).to_be_visible(timeout=180_000)
+    reply = await chat.reply_after(1)
+
+    # The thinking indicator came before the first token, and went when text started.
+    thinking = [e for e in chat.named("new_message", sent_at) if "Thinking" in e[2]["output"]]
+    first_token = chat.named("stream_start", sent_at)[0]
+    removed = [
+        e for e in chat.named("delete_message", sent_at) if e[2]["id"] == thinking[0][2]["id"]
+    ]
+    assert thinking[0][0] <= removed[0][0] <= first_token[0]
+    await expect(chat.page.get_by_text("Thinking")).to_have_count(0)
+
+    # Markdown: CJK bold renders (no asterisks), and the reply is whole.
+    assert "注意" in await chat.bold_texts(reply)
+    text = await reply.inner_text()
+    assert "**" not in text and "注意：正文一二三" in text and "\ufffd" not in text
+    assert stats_of(text)["tokens"] == MAX_TOKENS
+    assert f"cut at the limit of {MAX_TOKENS} tokens" in text
+    demo_notice = chat.assistant().filter(has_text="Demo model")
+    assert await demo_notice.count() == 1
+    notice_box, reply_box = await demo_notice.bounding_box(), await reply.bounding_box()
+    assert notice_box and reply_box and notice_box["y"] < reply_box["y"]  # notices first
+    await chat.close()
+
+
+async def test_settings_panel_sets_max_tokens_for_the_next_reply(
+    app_server: AppServer, browser: Browser
+) -> None:
+    chat = await Chat.open(browser, app_server.url)
+    await chat.set_max_tokens(64)
+    await chat.send("短一点")
+    text = await (await chat.reply_after(1)).inner_text()
+    assert stats_of(text)["tokens"] == 64
+    assert "cut at the limit of 64 tokens" in text
+    await chat.page.screenshot(path=screenshot_path("chat-en.png"))
+    await chat.close()
+
+
+async def test_a_256_token_reply_arrives_in_few_websocket_frames(
+    app_server: AppServer, browser: Browser
+) -> None:
+    chat = await Chat.open(browser, app_server.url)
+    await chat.set_max_tokens(256)
+    sent_at = await chat.send("数一数")
+    stats = stats_of(await (await chat.reply_after(1)).inner_text())
+    assert stats["tokens"] == 256
+    frames = len(chat.named("stream_start", sent_at)) + len(chat.named("stream_token", sent_at))
+    # The server generated from the first to the last token in (tokens - 1) / speed s:
+    # one frame at the first text, at most one per interval after it, and the last flush.
+    generating_s = (stats["tokens"] - 1) / stats["speed"]
+    assert frames <= generating_s / (INTERVAL_MS / 1000) + 2, (frames, generating_s)
+    assert frames < 256 / 4
+
+
+async def test_stop_button_ends_a_long_reply_and_frees_the_engine(
+    app_server: AppServer, browser: Browser
+) -> None:
+    chat = await Chat.open(browser, app_server.url)
+    await chat.set_max_tokens(2048)
+    await chat.send("写一篇很长的文章")
+    # Watch the server, not the page: a page re-rendering a growing reply on a 2-core
+    # machine reports frames late. Stop while the reply is young.
+    sent_at = time.monotonic()
+    while app_server.readyz()[1]["running_requests"] == 0:
+        assert time.monotonic() - sent_at < 60, "the message never reached the engine"
+        await asyncio.sleep(0.02)
+    await chat.page.click("#stop-button", timeout=60_000)
+    clicked_at = time.monotonic()
+    while app_server.readyz()[1]["running_requests"] and time.monotonic() - clicked_at < 1:
+        await asyncio.sleep(0.05)
+    assert app_server.readyz()[1]["running_requests"] == 0  # freed within a second
+    await expect(chat.page.get_by_text("Task manually stopped.")).to_be_visible()
+    partial = chat.assistant().filter(has_text="注意")
+    await expect(partial).to_have_count(1)  # what was written stays
+    tokens = "".join(e[2]["token"] for e in chat.named("stream_token"))
+    assert len(tokens) < 2048 and not await chat.page.get_by_text(STATS_LINE).count()
+    await chat.close()
+
+
+async def test_edit_answers_again_without_the_later_turns(
+    app_server: AppServer, browser: Browser, scripted_model: Path
+) -> None:
+    chat = await Chat.open(browser, app_server.url)
+    for count, question in enumerate(["第一个问题", "第二个问题", "第三个问题"], start=1):
+        await chat.send(question)
+        await chat.reply_after(count)
+    third = stats_of(await chat.assistant().filter(has_text="tokens · first").nth(2).inner_text())
+
+    first = chat.page.locator('[data-step-type="user_message"]').first
+    await first.hover()
+    await first.locator("button.edit-message").click()
+    await chat.page.fill("#edit-chat-input", "改过的问题")
+    await chat.page.click("button.confirm-edit")
+    reply = await chat.reply_after(1)  # the later turns are gone from the page too
+    edited = stats_of(await reply.inner_text())
+
+    from transformers import AutoTokenizer
+
+    builder = PromptBuilder(AutoTokenizer.from_pretrained(scripted_model), max_model_len=4096)
+    alone = builder.build(
+        [], "改过的问题", system_prompt=resolve_system_prompt("zh"), reply_budget=MAX_TOKENS
+    )
+    assert edited["prompt"] == len(alone.token_ids) < third["prompt"]
+    await chat.close()
+
+
+async def test_chinese_browser_gets_chinese_strings(
+    app_server: AppServer, browser: Browser
+) -> None:
+    chat = await Chat.open(browser, app_server.url, locale="zh-CN")
+    await expect(chat.page.locator("#chat-input")).to_have_attribute(
+        "placeholder", re.compile("在此输入")
+    )
+    await expect(chat.page.get_by_text("演示模型")).to_be_visible()
+    await chat.set_max_tokens(64)
+    await chat.send("你好")
+    reply = await chat.assistant().filter(has_text="个词元").first.inner_text(timeout=60_000)
+    assert "首词元" in reply and "回复已在" in reply
+    await chat.page.screenshot(path=screenshot_path("chat-zh-CN.png"))
+    await chat.close()

@@ -1,0 +1,63 @@
+"""app.py as a module: its strings in both languages, and one engine across reloads."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.browser import ROOT
+
+TRANSLATIONS = ROOT / ".chainlit" / "translations"
+
+
+def app_strings(language: str) -> dict[str, object]:
+    data: dict[str, dict[str, object]] = json.loads(
+        (TRANSLATIONS / f"{language}.json").read_text(encoding="utf-8")
+    )
+    return data["app"]
+
+
+def test_english_and_chinese_have_the_same_keys_and_placeholders() -> None:
+    english, chinese = app_strings("en-US"), app_strings("zh-CN")
+    assert english.keys() == chinese.keys()
+    for key, text in english.items():
+        if isinstance(text, str):
+            assert set(re.findall(r"{(\w+)}", text)) == set(
+                re.findall(r"{(\w+)}", str(chinese[key]))
+            ), key
+    assert len(english["starters"]) == len(chinese["starters"])  # type: ignore[arg-type]
+
+
+def test_every_key_the_app_uses_exists() -> None:
+    source = (ROOT / "app.py").read_text(encoding="utf-8")
+    used = set(re.findall(r'\bt\("(\w+)"', source))
+    assert used and used <= app_strings("en-US").keys()
+
+
+def test_the_app_falls_back_to_english_for_other_languages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(ROOT)  # Chainlit reads its config from the working directory
+    import app
+
+    (TRANSLATIONS / "xx-XX.json").write_text('{"chat": {}}', encoding="utf-8")
+    try:
+        assert app.app_strings("xx-XX") == app_strings("en-US")  # a file without "app"
+        assert app.app_strings("ja") == app_strings("en-US")
+        assert app.app_strings("zh") == app_strings("zh-CN")
+    finally:
+        (TRANSLATIONS / "xx-XX.json").unlink()
+
+
+def test_reloading_the_app_keeps_the_one_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``chainlit run -w`` re-imports app.py on change: no second engine may appear."""
+    monkeypatch.chdir(ROOT)
+    import importlib
+
+    import app
+
+    engine = app.ENGINE
+    reloaded = importlib.reload(app)
+    assert reloaded.ENGINE is engine
