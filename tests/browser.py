@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from playwright.async_api import Browser, Locator, Page, expect
+from playwright.async_api import Browser, Locator, Page, WebSocket, expect
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -98,6 +98,17 @@ class AppServer:
         response = httpx.get(f"{self.url}/readyz", timeout=5)
         return response.status_code, response.json()
 
+    async def wait_for_running(self, count: int, *, within_s: float) -> None:
+        """Wait until the engine holds ``count`` requests, polling without blocking."""
+        deadline = time.monotonic() + within_s
+        async with httpx.AsyncClient(timeout=5) as client:
+            while True:
+                body = (await client.get(f"{self.url}/readyz")).json()
+                if body["running_requests"] == count:
+                    return
+                assert time.monotonic() < deadline, f"{body} after {within_s} s"
+                await asyncio.sleep(0.02)
+
     def stop(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGTERM)
@@ -114,13 +125,14 @@ class Chat:
 
     page: Page
     events: list[tuple[float, str, Any]] = field(default_factory=list)
+    sent: list[tuple[float, str, Any]] = field(default_factory=list)  # from the page
 
     @classmethod
     async def open(cls, browser: Browser, url: str, locale: str = "en-US") -> Chat:
         context = await browser.new_context(locale=locale, viewport={"width": 1100, "height": 900})
         page = await context.new_page()
         chat = cls(page)
-        page.on("websocket", lambda ws: ws.on("framereceived", chat._record))
+        page.on("websocket", chat._watch)
         await page.goto(url)
         await expect(page.locator("#chat-input")).to_be_visible(timeout=60_000)
         await chat.wait_for("task_end")  # the socket is connected and the chat started
@@ -144,11 +156,16 @@ class Chat:
             )
         )
 
-    def _record(self, payload: str | bytes) -> None:
+    def _watch(self, ws: WebSocket) -> None:
+        ws.on("framereceived", lambda payload: self._record(self.events, payload))
+        ws.on("framesent", lambda payload: self._record(self.sent, payload))
+
+    @staticmethod
+    def _record(into: list[tuple[float, str, Any]], payload: str | bytes) -> None:
         text = payload if isinstance(payload, str) else payload.decode(errors="replace")
-        if text.startswith("42["):  # a Socket.IO event: 42["name", data]
+        if text.startswith("42"):  # a Socket.IO event: 42["name", data]
             name, *data = json.loads(text[2:])
-            self.events.append((time.monotonic(), name, data[0] if data else None))
+            into.append((time.monotonic(), name, data[0] if data else None))
 
     def named(self, name: str, since: int = 0) -> list[tuple[float, str, Any]]:
         return [e for e in self.events[since:] if e[1] == name]
@@ -173,10 +190,13 @@ class Chat:
         await self.page.click("#chat-settings-open-modal")
         slider = self.page.locator("#max_tokens [role=slider]")
         await slider.focus()
-        await self.page.keyboard.press("Home")
-        minimum = int(await slider.get_attribute("aria-valuemin") or 0)
-        for _ in range((value - minimum) // step):
-            await self.page.keyboard.press("ArrowRight")
+        if value == int(await slider.get_attribute("aria-valuemax") or 0):
+            await self.page.keyboard.press("End")
+        else:
+            await self.page.keyboard.press("Home")
+            minimum = int(await slider.get_attribute("aria-valuemin") or 0)
+            for _ in range((value - minimum) // step):
+                await self.page.keyboard.press("ArrowRight")
         await expect(slider).to_have_attribute("aria-valuenow", str(value))
         await self.page.click("#confirm")
         await expect(self.page.get_by_role("dialog")).to_have_count(0)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from engine.prompt import PromptBuilder, resolve_system_prompt
 
@@ -27,7 +28,7 @@ MAX_TOKENS = 300
 INTERVAL_MS = 50
 APP_ENV = {
     "ERNIE_KV_CACHE_GB": "0.5",
-    "ERNIE_MAX_MODEL_LEN": "4096",
+    "ERNIE_MAX_MODEL_LEN": "16384",  # the settings slider then reaches 8192 tokens
     "ERNIE_MAX_TOKENS": str(MAX_TOKENS),
     "ERNIE_STREAM_INTERVAL_MS": str(INTERVAL_MS),
 }
@@ -137,26 +138,46 @@ async def test_a_256_token_reply_arrives_in_few_websocket_frames(
 async def test_stop_button_ends_a_long_reply_and_frees_the_engine(
     app_server: AppServer, browser: Browser
 ) -> None:
+    # On a 2-core machine the engine's processes and the page share two cores: the page
+    # can stay too busy rendering to take the click until the reply is over. Such a try
+    # says nothing about stopping, so it is made again (at most 3 times); once the click
+    # lands, every assertion below is strict.
+    for _ in range(3):
+        if await stop_a_long_reply(app_server, browser):
+            return
+    pytest.fail("the page never took the stop click while a reply ran (3 tries)")
+
+
+async def stop_a_long_reply(app_server: AppServer, browser: Browser) -> bool:
+    longest = 8192  # about 30 s on this machine
     chat = await Chat.open(browser, app_server.url)
-    await chat.set_max_tokens(2048)
-    await chat.send("写一篇很长的文章")
-    # Watch the server, not the page: a page re-rendering a growing reply on a 2-core
-    # machine reports frames late. Stop while the reply is young.
-    sent_at = time.monotonic()
-    while app_server.readyz()[1]["running_requests"] == 0:
-        assert time.monotonic() - sent_at < 60, "the message never reached the engine"
-        await asyncio.sleep(0.02)
-    await chat.page.click("#stop-button", timeout=60_000)
-    clicked_at = time.monotonic()
-    while app_server.readyz()[1]["running_requests"] and time.monotonic() - clicked_at < 1:
-        await asyncio.sleep(0.05)
-    assert app_server.readyz()[1]["running_requests"] == 0  # freed within a second
-    await expect(chat.page.get_by_text("Task manually stopped.")).to_be_visible()
+    await chat.set_max_tokens(longest)
+    await chat.page.fill("#chat-input", "写一篇很长的文章")
+    # Playwright's key press waits for the busy page: press in the background and
+    # watch the engine through the server.
+    sending = asyncio.create_task(chat.page.keyboard.press("Enter"))
+    await app_server.wait_for_running(1, within_s=60)
+    try:
+        await chat.page.click("#stop-button", timeout=20_000)
+    except PlaywrightTimeoutError:
+        await app_server.wait_for_running(0, within_s=60)
+        await sending
+        await chat.close()
+        return False
+    deadline = time.monotonic() + 60
+    while not [e for e in chat.sent if e[1] == "stop"]:  # the page acted on the click
+        assert time.monotonic() < deadline, "the page never sent stop"
+        await asyncio.sleep(0.01)
+    await app_server.wait_for_running(0, within_s=1)  # freed within a second of the stop
+    await sending
+    await expect(chat.page.get_by_text("Task manually stopped.")).to_be_visible(timeout=60_000)
     partial = chat.assistant().filter(has_text="注意")
-    await expect(partial).to_have_count(1)  # what was written stays
-    tokens = "".join(e[2]["token"] for e in chat.named("stream_token"))
-    assert len(tokens) < 2048 and not await chat.page.get_by_text(STATS_LINE).count()
+    await expect(partial).to_have_count(1, timeout=60_000)  # what was written stays
+    streamed = "".join(e[2]["token"] for e in chat.named("stream_token"))
+    assert 0 < len(streamed) < longest
+    assert await chat.page.get_by_text(STATS_LINE).count() == 0  # the reply never finished
     await chat.close()
+    return True
 
 
 async def test_edit_answers_again_without_the_later_turns(
@@ -178,7 +199,7 @@ async def test_edit_answers_again_without_the_later_turns(
 
     from transformers import AutoTokenizer
 
-    builder = PromptBuilder(AutoTokenizer.from_pretrained(scripted_model), max_model_len=4096)
+    builder = PromptBuilder(AutoTokenizer.from_pretrained(scripted_model), max_model_len=16384)
     alone = builder.build(
         [], "改过的问题", system_prompt=resolve_system_prompt("zh"), reply_budget=MAX_TOKENS
     )
