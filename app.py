@@ -155,7 +155,9 @@ async def answer(message: cl.Message) -> None:
         return
     announcer = cl.user_session.get("announcer")
     if announcer is not None:  # its "ready" and demo notices come before the reply
-        await asyncio.shield(announcer)
+        # wait() neither re-raises the announcer's end (cancelled when a socket dropped
+        # and the chat was restored) nor cancels it if this message is stopped.
+        await asyncio.wait({announcer})
     await stream_reply(message, conversation, cl.user_session.get("options"))
 
 
