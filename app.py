@@ -19,7 +19,7 @@ from typing import Any
 import chainlit as cl
 from chainlit.input_widget import Select, Slider
 from chainlit.server import app as server
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from engine import (
     ChatEngine,
@@ -35,6 +35,7 @@ from engine import (
     TextChunk,
     available_system_prompts,
     guard_module_getattr,
+    metrics,
     new_request_id,
 )
 from engine.conversation import Conversation
@@ -77,28 +78,39 @@ def t(key: str, **values: Any) -> str:
     return str(app_strings(language)[key]).format(**values)
 
 
+@server.get("/healthz")
+async def healthz() -> JSONResponse:
+    """200 while the process serves (even while the model loads)."""
+    return JSONResponse({"status": "alive"})
+
+
 @server.get("/readyz")
 async def readyz() -> JSONResponse:
-    """200 once the engine is ready, else 503; with the state and running requests."""
+    """200 with the capacity report once the engine is ready; else 503, state and time."""
     status = ENGINE.status()
-    body = {
-        "state": status.state.value,
-        "elapsed_s": round(status.elapsed_s, 1),
-        "reason": status.reason,
-        "running_requests": ENGINE.running_requests,
-    }
-    return JSONResponse(body, status_code=200 if status.state is EngineState.READY else 503)
+    body: dict[str, Any] = {"state": status.state.value, "elapsed_s": round(status.elapsed_s, 1)}
+    if status.state is not EngineState.READY:
+        return JSONResponse(body | {"reason": status.reason}, status_code=503)
+    body.update(running_requests=ENGINE.running_requests, capacity=ENGINE.capacity.as_dict())
+    return JSONResponse(body)
 
 
-def serve_before_chainlit_pages(path: str) -> None:
+@server.get("/metrics")
+async def prometheus_metrics() -> Response:
+    """vLLM's engine metrics and the app's, in Prometheus' text format."""
+    return Response(metrics.exposition(), media_type=metrics.CONTENT_TYPE)
+
+
+def serve_before_chainlit_pages(*paths: str) -> None:
     """Chainlit's catch-all route for its pages shadows routes added later: move ours first."""
     routes = server.router.routes
-    route = next(r for r in routes if getattr(r, "path", None) == path)
-    routes.remove(route)
-    routes.insert(0, route)
+    for path in paths:
+        route = next(r for r in routes if getattr(r, "path", None) == path)
+        routes.remove(route)
+        routes.insert(0, route)
 
 
-serve_before_chainlit_pages("/readyz")
+serve_before_chainlit_pages("/healthz", "/readyz", "/metrics")
 
 
 @cl.on_app_startup
@@ -119,6 +131,7 @@ async def starters(user: Any = None, language: str | None = None) -> list[cl.Sta
 
 @cl.on_chat_start
 async def start_chat() -> None:
+    metrics.CHATS_OPEN.inc()
     cl.user_session.set("conversation", Conversation())
     cl.user_session.set("options", ChatOptions())
     # In the background: Chainlit locks the message box while a handler runs, and a
@@ -143,6 +156,7 @@ async def update_settings(values: dict[str, Any]) -> None:
 
 @cl.on_message
 async def answer(message: cl.Message) -> None:
+    metrics.MESSAGES.inc()
     conversation: Conversation = cl.user_session.get("conversation")
     conversation.rewind_to(message.id)  # an edited message answers again from there
     if not message.content.strip():
@@ -151,7 +165,7 @@ async def answer(message: cl.Message) -> None:
     try:
         await ENGINE.wait_ready()  # queued while the model loads
     except EngineFailedError as exc:
-        await cl.ErrorMessage(content=error_text(exc)).send()
+        await send_error(exc)
         return
     announcer = cl.user_session.get("announcer")
     if announcer is not None:  # its "ready" and demo notices come before the reply
@@ -163,11 +177,13 @@ async def answer(message: cl.Message) -> None:
 
 @cl.on_stop
 async def stop_reply() -> None:
+    metrics.STOPS.inc()
     await abort_current_reply()
 
 
 @cl.on_chat_end
 async def end_chat() -> None:
+    metrics.CHATS_OPEN.dec()
     await abort_current_reply()  # a closed tab or dropped socket frees the engine at once
     announcer = cl.user_session.get("announcer")
     if announcer is not None:
@@ -276,12 +292,13 @@ async def stream_reply(message: cl.Message, conversation: Conversation, options:
                     await reply.stream_token(event.text)
                 elif isinstance(event, ReplyEnd):
                     end = event
+                    metrics.record_reply(end)
     except asyncio.CancelledError:  # the stop button: keep what was said
         conversation.record(message.id, message.content, reply.content)
         raise
     except Exception as exc:
         await thinking.remove()
-        await cl.ErrorMessage(content=error_text(exc)).send()
+        await send_error(exc)
         return
     finally:
         cl.user_session.set("request_id", None)
@@ -315,6 +332,11 @@ def footer(end: ReplyEnd | None, options: ChatOptions) -> str:
         )
     )
     return "\n\n" + "\n".join(f"*{note}*  " for note in notes)
+
+
+async def send_error(exc: Exception) -> None:
+    metrics.ERRORS.labels(kind=type(exc).__name__).inc()
+    await cl.ErrorMessage(content=error_text(exc)).send()
 
 
 def error_text(exc: Exception) -> str:

@@ -2,7 +2,9 @@
 
 Usage::
 
-    python -m engine check                 # effective settings; exit 2 on a bad one
+    python -m engine check [--load]        # settings, where each came from, and the checks
+                                           # against model and machine (exit 2 on a bad one);
+                                           # --load: start the engine, print its capacity
     python -m engine chat "你好"            # one streamed reply to stdout, stats to stderr
     python -m engine demo-model PATH [--byte-level | --scripted]
 """
@@ -15,8 +17,12 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .settings import Settings, SettingsError, env_name, load_settings
+from .settings import Settings, SettingsError, env_name, load_settings, setting_sources
+
+if TYPE_CHECKING:
+    from .core import ChatEngine
 
 __all__ = ["main"]
 
@@ -27,7 +33,8 @@ EXIT_ENGINE_ERROR = 1
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("check", help="print the effective settings and exit")
+    check = commands.add_parser("check", help="print the settings and check them")
+    check.add_argument("--load", action="store_true", help="also load the engine: capacity")
     chat = commands.add_parser("chat", help="stream one reply to stdout, stats to stderr")
     chat.add_argument("message", help="the user's message")
     demo = commands.add_parser("demo-model", help="write a tiny random ERNIE-shaped model")
@@ -38,36 +45,64 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check(settings: Settings) -> int:
-    from .prompt import resolve_system_prompt
-
-    resolve_system_prompt(settings.system_prompt)
-    given = settings.model_fields_set
+def _print_settings(settings: Settings) -> None:
+    sources = setting_sources(settings)
     for field in Settings.model_fields:
         value = getattr(settings, field)
-        shown = "(unset: model or vLLM default)" if value is None else repr(value)
-        source = "set" if field in given else "default"
-        print(f"{env_name(field):32} {shown}  # {source}")
-    return 0
+        shown = "(unset: model or backend default)" if value is None else repr(value)
+        print(f"{env_name(field):32} {shown}  # {sources[field]}")
 
 
-async def _chat(settings: Settings, message: str) -> int:
-    from .core import ChatEngine, new_request_id
-    from .errors import EngineError
+async def _check(engine: ChatEngine, load: bool) -> None:
+    plan = engine.plan
+    shape = plan.shape
+    model = (
+        "config not read before loading"
+        if shape is None
+        else (
+            f"{shape.num_hidden_layers} layers, {shape.num_attention_heads} heads, "
+            f"{shape.num_key_value_heads} KV heads, {shape.max_position_embeddings} positions"
+        )
+    )
+    print(f"checks passed: model {model}; machine {plan.hardware.device}")
+    print(f"memory share: {plan.memory_share} ({plan.sources()['gpu_memory_utilization']})")
+    if load:
+        await engine.wait_ready()
+        for line in engine.capacity.lines():
+            print(line)
+
+
+async def _chat(engine: ChatEngine, message: str) -> None:
+    from .core import new_request_id
     from .stream import ReplyEnd, TextChunk
 
-    engine = ChatEngine(settings)
+    await engine.wait_ready()
+    events = engine.chat([], message, request_id=new_request_id())
+    async with contextlib.aclosing(events) as stream:
+        async for event in stream:
+            if isinstance(event, TextChunk):
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+            elif isinstance(event, ReplyEnd):
+                sys.stdout.write("\n")
+                print(f"[{event.finish_reason}] {event.stats.summary()}", file=sys.stderr)
+
+
+async def _run(args: argparse.Namespace, settings: Settings) -> int:
+    """Build the engine (its checks exit 2), then check or chat (engine errors exit 1)."""
+    from .core import ChatEngine
+    from .errors import EngineError
+
     try:
-        await engine.wait_ready()
-        events = engine.chat([], message, request_id=new_request_id())
-        async with contextlib.aclosing(events) as stream:
-            async for event in stream:
-                if isinstance(event, TextChunk):
-                    sys.stdout.write(event.text)
-                    sys.stdout.flush()
-                elif isinstance(event, ReplyEnd):
-                    sys.stdout.write("\n")
-                    print(f"[{event.finish_reason}] {event.stats.summary()}", file=sys.stderr)
+        engine = ChatEngine(settings)
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTING
+    try:
+        if args.command == "check":
+            await _check(engine, args.load)
+        else:
+            await _chat(engine, args.message)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ENGINE_ERROR
@@ -85,10 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         settings = load_settings()
-        if args.command == "check":
-            return _check(settings)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_SETTING
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep the reply readable
-    return asyncio.run(_chat(settings, args.message))
+    if args.command == "check":
+        _print_settings(settings)
+    else:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep the reply readable
+    return asyncio.run(_run(args, settings))

