@@ -50,6 +50,7 @@ def build_sampling_params(
         **values,
         "max_tokens": options.reply_budget(settings),
         "stop_token_ids": list(model.stop_token_ids),
+        "ignore_eos": settings.ignore_eos,
         "skip_special_tokens": True,
         "detokenize": False,
         "output_kind": RequestOutputKind.DELTA,

@@ -151,6 +151,9 @@ class Settings(BaseSettings):
     repetition_penalty: float | None = Field(
         None, gt=0, le=2, description="Repetition penalty; unset: the model's default."
     )
+    ignore_eos: bool = Field(
+        False, description="Replies always run to max_tokens (benchmarks only)."
+    )
     system_prompt: str = Field(
         "zh",
         description="Name of a file in prompts/ (without .md), or literal text; empty: none.",

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from typing import Any
 
 import httpx
 from playwright.async_api import Browser, Locator, Page, WebSocket, expect
+
+from bench.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -35,12 +36,6 @@ CHROMIUM_ARGS = [
 STATS_LINE = "tokens · first token"
 ASSISTANT = '[data-step-type="assistant_message"]'
 USER = '[data-step-type="user_message"]'
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -1,0 +1,92 @@
+"""``python -m bench``: the engine, the app and the HTTP architecture, side by side.
+
+Usage::
+
+    python -m bench [--concurrency 1 16 64 256] [--reply-tokens 256]
+                    [--paths engine app http] [--out artifacts/bench]
+
+The model and engine settings are the app's (``ERNIE_*``, ``.env``). Prints a table and
+the ratios, and writes ``bench.json`` and ``bench.png`` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from engine.preflight import Plan, preflight
+from engine.settings import SettingsError, load_settings
+
+from .measure import LoadResult
+from .paths import PROMPT, app_path, engine_path, http_path
+from .report import comparisons, table, write_chart, write_json
+
+PATHS = ("engine", "app", "http")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
+    parser.add_argument("--reply-tokens", type=int, default=256)
+    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
+    parser.add_argument("--out", type=Path, default=Path("artifacts/bench"))
+    return parser
+
+
+async def _run(plan: Plan, args: argparse.Namespace) -> tuple[list[LoadResult], list[LoadResult]]:
+    results: list[LoadResult] = []
+    cold: list[LoadResult] = []
+    loads = sorted(set(args.concurrency))
+    for path in args.paths:
+        started = time.monotonic()
+        if path == "engine":
+            results += await engine_path(plan, loads, args.reply_tokens)
+        else:
+            runner = (
+                app_path(loads, args.reply_tokens, args.out)
+                if path == "app"
+                else http_path(plan, loads, args.reply_tokens, args.out)
+            )
+            burst, measured = await runner
+            cold.append(burst)
+            results += measured
+        print(f"{path}: done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    return results, cold
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        plan = preflight(load_settings())
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    results, cold = asyncio.run(_run(plan, args))
+    settings = plan.settings
+    meta = {
+        "command": " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])]),
+        "machine": f"{plan.hardware.device}, {platform.machine()}",
+        "model": settings.model,
+        "settings": {k: v for k, v in settings.model_dump().items() if v is not None},
+        "prompt_chars": len(PROMPT),
+        "reply_tokens": args.reply_tokens,
+    }
+    print(table(results + cold))
+    for row in comparisons(results, cold):
+        print(json.dumps(row, ensure_ascii=False))
+    write_json(args.out / "bench.json", meta, results, cold)
+    write_chart(args.out / "bench.png", results, f"{meta['machine']}: {settings.model}")
+    print(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.png'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,135 @@
+"""A chat over Chainlit's own Socket.IO protocol, as a browser tab holds one.
+
+Usage::
+
+    async with ChatClient.connect(url) as chat:   # opens a chat session, like a new tab
+        reply = await chat.send("你好")             # the streamed reply and its timings
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import socketio
+
+__all__ = ["ChatClient", "Reply", "wait_ready"]
+
+SETTLE_S = 0.5  # the app's chat start (notices, settings panel) before the first message
+
+
+@dataclass
+class Reply:
+    """One reply as the tab saw it (times from ``time.monotonic()``)."""
+
+    sent_at: float
+    first_text_at: float | None = None
+    ended_at: float | None = None
+    frames: list[str] = field(default_factory=list)  # stream_start output and stream_token
+    final: str | None = None  # the complete reply message, when the app sends one
+
+    @property
+    def text(self) -> str:
+        return self.final if self.final is not None else "".join(self.frames)
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_text_at is None else self.first_text_at - self.sent_at
+
+
+class ChatClient:
+    def __init__(self, sio: socketio.AsyncClient) -> None:
+        self._sio = sio
+        self._reply: Reply | None = None
+        self._reply_id: str | None = None
+        self._done = asyncio.Event()
+        sio.on("stream_start", self._on_stream_start)
+        sio.on("stream_token", self._on_stream_token)
+        sio.on("new_message", self._on_new_message)
+        sio.on("task_end", self._on_task_end)
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def connect(cls, url: str) -> AsyncIterator[ChatClient]:
+        sio = socketio.AsyncClient()
+        client = cls(sio)
+        auth = {
+            "clientType": "webapp",
+            "sessionId": str(uuid.uuid4()),
+            "threadId": None,
+            "userEnv": "{}",
+            "chatProfile": None,
+        }
+        await sio.connect(url, socketio_path="/ws/socket.io", auth=auth, transports=["websocket"])
+        try:
+            await sio.emit("connection_successful")
+            await asyncio.sleep(SETTLE_S)
+            yield client
+        finally:
+            await sio.disconnect()
+
+    async def send(self, text: str, *, timeout_s: float = 600) -> Reply:
+        """Send a message and wait for the app to finish answering it."""
+        self._reply, self._reply_id = Reply(sent_at=time.monotonic()), None
+        self._done.clear()
+        message = {
+            "id": str(uuid.uuid4()),
+            "threadId": "",
+            "name": "User",
+            "type": "user_message",
+            "output": text,
+            "createdAt": datetime.now(UTC).isoformat(),
+        }
+        await self._sio.emit("client_message", {"message": message, "fileReferences": []})
+        await asyncio.wait_for(self._done.wait(), timeout_s)
+        return self._reply
+
+    async def _on_stream_start(self, step: dict[str, Any]) -> None:
+        if self._reply is None:
+            return
+        self._reply_id = step["id"]
+        self._text_arrived(step.get("output") or "")
+
+    async def _on_stream_token(self, data: dict[str, Any]) -> None:
+        if self._reply is not None and data.get("id") == self._reply_id:
+            self._text_arrived(data["token"])
+
+    def _text_arrived(self, text: str) -> None:
+        assert self._reply is not None
+        self._reply.frames.append(text)
+        if self._reply.first_text_at is None:
+            self._reply.first_text_at = time.monotonic()
+
+    async def _on_new_message(self, step: dict[str, Any]) -> None:
+        if self._reply is not None and step.get("id") == self._reply_id:
+            self._reply.final = step["output"]
+
+    async def _on_task_end(self, *_: Any) -> None:
+        # The reply's task, not the chat start's: under load that one can end after the
+        # message was sent.
+        if self._reply is not None and self._reply.first_text_at is not None:
+            self._reply.ended_at = time.monotonic()
+            self._done.set()
+
+
+async def wait_ready(url: str, timeout_s: float) -> dict[str, Any]:
+    """Poll ``/readyz`` until 200 (its body), or fail with the app's reason."""
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(timeout=5) as client:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                response = await client.get(f"{url}/readyz")
+                body: dict[str, Any] = response.json()
+                if response.status_code == 200:
+                    return body
+                if body.get("state") == "failed":
+                    raise RuntimeError(f"engine failed: {body.get('reason')}")
+            await asyncio.sleep(0.5)
+    raise TimeoutError(f"{url} not ready after {timeout_s} s")

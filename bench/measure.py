@@ -1,0 +1,101 @@
+"""What one load (N chats at once) measured, and the CPU and memory of the process serving it."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import psutil
+
+__all__ = ["LoadResult", "ProcessWatch", "ReplyTiming", "summarise"]
+
+
+@dataclass(frozen=True)
+class ReplyTiming:
+    sent_at: float
+    first_text_at: float
+    ended_at: float
+    frames: int  # websocket messages (or engine outputs) that carried text
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    path: str
+    chats: int
+    reply_tokens: int
+    ttft_p50_ms: float
+    ttft_p99_ms: float
+    chat_tokens_per_s_p50: float
+    total_tokens_per_s: float
+    frames_per_reply: float
+    cpu_s: float  # of the serving process, during this load
+    cpu_ms_per_token: float
+    peak_rss_mib: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def summarise(
+    path: str, replies: list[ReplyTiming], reply_tokens: int, cpu_s: float, peak_rss: int
+) -> LoadResult:
+    ttfts = [r.first_text_at - r.sent_at for r in replies]
+    speeds = [(reply_tokens - 1) / max(r.ended_at - r.first_text_at, 1e-9) for r in replies]
+    wall = max(r.ended_at for r in replies) - min(r.sent_at for r in replies)
+    tokens = reply_tokens * len(replies)
+    return LoadResult(
+        path=path,
+        chats=len(replies),
+        reply_tokens=reply_tokens,
+        ttft_p50_ms=round(statistics.median(ttfts) * 1000, 1),
+        ttft_p99_ms=round(_percentile(ttfts, 0.99) * 1000, 1),
+        chat_tokens_per_s_p50=round(statistics.median(speeds), 1),
+        total_tokens_per_s=round(tokens / wall, 1),
+        frames_per_reply=round(sum(r.frames for r in replies) / len(replies), 1),
+        cpu_s=round(cpu_s, 2),
+        cpu_ms_per_token=round(cpu_s * 1000 / tokens, 3),
+        peak_rss_mib=round(peak_rss / 2**20, 1),
+    )
+
+
+class ProcessWatch:
+    """CPU seconds between marks, and the peak resident memory, of one process."""
+
+    def __init__(self, pid: int, interval_s: float = 0.05) -> None:
+        self._process = psutil.Process(pid)
+        self._interval_s = interval_s
+        self._peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._peak = max(self._peak, self._process.memory_info().rss)
+            except psutil.NoSuchProcess:
+                return
+            time.sleep(self._interval_s)
+
+    def cpu_s(self) -> float:
+        times = self._process.cpu_times()
+        return float(times.user + times.system)
+
+    def reset_peak(self) -> None:
+        self._peak = self._process.memory_info().rss
+
+    @property
+    def peak_rss(self) -> int:
+        return self._peak
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -1,0 +1,151 @@
+"""The three paths, each measured at every concurrency of the run."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from vllm import SamplingParams
+from vllm.inputs import TokensPrompt
+from vllm.sampling_params import RequestOutputKind
+from vllm.v1.engine.async_llm import AsyncLLM
+
+from engine.engine_args import build_engine_args
+from engine.model_info import load_model_info
+from engine.preflight import Plan
+from engine.prompt import PromptBuilder, resolve_system_prompt
+
+from .chat_client import ChatClient, wait_ready
+from .measure import LoadResult, ProcessWatch, ReplyTiming, summarise
+from .servers import chainlit_app, openai_server
+
+__all__ = ["PROMPT", "app_path", "engine_path", "http_path"]
+
+# A realistic first message of a Chinese chat: a question with some context (~150 characters).
+PROMPT = (
+    "我下个月要去杭州出差三天，第一次去。工作日白天都在滨江开会，晚上和周末有空。"
+    "请帮我安排一下：晚上可以去哪里走走、吃什么本地菜比较地道、从滨江过去方便吗？"
+    "另外想给家里人带点特产，预算三百元左右，有什么推荐？最好按天列一个简单的计划，"
+    "并说明每个地方大概需要多长时间。"
+)
+READY_TIMEOUT_S = 900
+
+
+async def _drain(llm: AsyncLLM, prompt: list[int], params: SamplingParams) -> ReplyTiming:
+    request_id = f"bench-{os.urandom(8).hex()}"
+    sent, first, frames = time.monotonic(), None, 0
+    async for output in llm.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id):
+        if output.outputs[0].token_ids:
+            frames += 1
+            first = first or time.monotonic()
+    now = time.monotonic()
+    return ReplyTiming(sent, first or now, now, frames)
+
+
+async def engine_path(plan: Plan, loads: Sequence[int], reply_tokens: int) -> list[LoadResult]:
+    """The raw AsyncLLM in this process, vLLM's own detokenizer: the ceiling."""
+    settings = plan.settings
+    model = load_model_info(settings)
+    prompt = PromptBuilder(model.tokenizer, max_model_len=settings.max_model_len).build(
+        [],
+        PROMPT,
+        system_prompt=resolve_system_prompt(settings.system_prompt),
+        reply_budget=reply_tokens,
+    )
+    params = SamplingParams(
+        max_tokens=reply_tokens,
+        ignore_eos=True,
+        stop_token_ids=model.stop_token_ids,
+        output_kind=RequestOutputKind.DELTA,
+    )
+    llm = AsyncLLM.from_engine_args(build_engine_args(settings, cpu=plan.hardware.cpu))
+    watch = ProcessWatch(os.getpid())
+    try:
+        await asyncio.gather(*(_drain(llm, prompt.token_ids, params) for _ in range(max(loads))))
+        results = []
+        for chats in loads:
+            watch.reset_peak()
+            before = watch.cpu_s()
+            replies = await asyncio.gather(
+                *(_drain(llm, prompt.token_ids, params) for _ in range(chats))
+            )
+            results.append(
+                summarise(
+                    "engine", list(replies), reply_tokens, watch.cpu_s() - before, watch.peak_rss
+                )
+            )
+        return results
+    finally:
+        watch.close()
+        llm.shutdown()
+
+
+async def _chat_load(
+    url: str, chats: int, reply_tokens: int, watch: ProcessWatch, path: str
+) -> LoadResult:
+    async with contextlib.AsyncExitStack() as stack:
+        clients = await asyncio.gather(
+            *(stack.enter_async_context(ChatClient.connect(url)) for _ in range(chats))
+        )
+        watch.reset_peak()
+        before = watch.cpu_s()
+        replies = await asyncio.gather(*(client.send(PROMPT) for client in clients))
+        cpu = watch.cpu_s() - before
+    timings = []
+    for reply in replies:
+        if reply.first_text_at is None or reply.ended_at is None or not reply.text:
+            raise RuntimeError(f"{path}: a chat got no reply")
+        timings.append(
+            ReplyTiming(reply.sent_at, reply.first_text_at, reply.ended_at, len(reply.frames))
+        )
+    return summarise(path, timings, reply_tokens, cpu, watch.peak_rss)
+
+
+async def _socket_loads(
+    path: str, url: str, pid: int, loads: Sequence[int], reply_tokens: int
+) -> tuple[LoadResult, list[LoadResult]]:
+    """A cold burst right after ready (reported apart), a warm-up, then the loads."""
+    watch = ProcessWatch(pid)
+    try:
+        burst = min(64, max(loads))
+        cold = await _chat_load(url, burst, reply_tokens, watch, f"{path}-cold")
+        await _chat_load(url, max(loads), reply_tokens, watch, path)  # warm-up, not counted
+        results = [await _chat_load(url, chats, reply_tokens, watch, path) for chats in loads]
+        return cold, results
+    finally:
+        watch.close()
+
+
+def _env(**values: str) -> dict[str, str]:
+    return {**os.environ, **values}
+
+
+async def app_path(
+    loads: Sequence[int], reply_tokens: int, logs: Path
+) -> tuple[LoadResult, list[LoadResult]]:
+    """``chainlit run app.py`` with the same settings, replies of exactly reply_tokens."""
+    env = _env(ERNIE_MAX_TOKENS=str(reply_tokens), ERNIE_IGNORE_EOS="true")
+    with chainlit_app("app.py", env, logs / "app.log") as server:
+        await wait_ready(server.url, READY_TIMEOUT_S)
+        return await _socket_loads("app", server.url, server.process.pid, loads, reply_tokens)
+
+
+async def http_path(
+    plan: Plan, loads: Sequence[int], reply_tokens: int, logs: Path
+) -> tuple[LoadResult, list[LoadResult]]:
+    """vLLM's OpenAI server plus the guides' minimal Chainlit app over streaming HTTP."""
+    args = build_engine_args(plan.settings, cpu=plan.hardware.cpu)
+    with openai_server(args, logs / "vllm-server.log") as vllm:
+        await asyncio.to_thread(vllm.wait, "/health", READY_TIMEOUT_S)
+        env = _env(
+            BENCH_VLLM_URL=vllm.url,
+            BENCH_MAX_TOKENS=str(reply_tokens),
+            BENCH_SYSTEM_PROMPT=resolve_system_prompt(plan.settings.system_prompt),
+        )
+        with chainlit_app("bench/http_app.py", env, logs / "http-app.log") as server:
+            await asyncio.to_thread(server.wait, "/", READY_TIMEOUT_S)
+            return await _socket_loads("http", server.url, server.process.pid, loads, reply_tokens)

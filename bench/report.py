@@ -1,0 +1,112 @@
+"""The run's table, ratios and targets; its JSON and PNG."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .measure import LoadResult
+
+__all__ = ["comparisons", "table", "write_chart", "write_json"]
+
+COLUMNS = (
+    ("path", "path"),
+    ("chats", "chats"),
+    ("ttft_p50_ms", "TTFT p50 ms"),
+    ("ttft_p99_ms", "TTFT p99 ms"),
+    ("chat_tokens_per_s_p50", "tok/s/chat p50"),
+    ("total_tokens_per_s", "tok/s total"),
+    ("frames_per_reply", "ws msgs/reply"),
+    ("cpu_ms_per_token", "CPU ms/token"),
+    ("peak_rss_mib", "peak MiB"),
+)
+
+
+def table(results: list[LoadResult]) -> str:
+    rows = [[label for _, label in COLUMNS]]
+    rows += [[str(getattr(r, key)) for key, _ in COLUMNS] for r in results]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    return "\n".join(
+        "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
+    )
+
+
+def _by(results: list[LoadResult], path: str) -> dict[int, LoadResult]:
+    return {r.chats: r for r in results if r.path == path}
+
+
+def comparisons(results: list[LoadResult], cold: list[LoadResult]) -> list[dict[str, Any]]:
+    """Per concurrency: app/engine and app/http, and the targets met or missed."""
+    engine, app, http = _by(results, "engine"), _by(results, "app"), _by(results, "http")
+    rows = []
+    for chats, mine in sorted(app.items()):
+        row: dict[str, Any] = {"chats": chats}
+        if chats in engine:
+            ceiling = engine[chats]
+            row["app/engine tok/s"] = round(mine.total_tokens_per_s / ceiling.total_tokens_per_s, 3)
+            row["app-engine TTFT p50 ms"] = round(mine.ttft_p50_ms - ceiling.ttft_p50_ms, 1)
+            row["target app>=0.95 engine"] = row["app/engine tok/s"] >= 0.95
+            if chats <= 64:
+                row["target TTFT <=+10 ms"] = row["app-engine TTFT p50 ms"] <= 10
+        if chats in http:
+            other = http[chats]
+            row["app/http tok/s"] = round(mine.total_tokens_per_s / other.total_tokens_per_s, 3)
+            row["app-http TTFT p50 ms"] = round(mine.ttft_p50_ms - other.ttft_p50_ms, 1)
+            row["app/http CPU per token"] = round(mine.cpu_ms_per_token / other.cpu_ms_per_token, 3)
+            row["target less CPU/token than http"] = mine.cpu_ms_per_token < other.cpu_ms_per_token
+            if chats == 64:
+                row["target app>=1.25 http at 64"] = row["app/http tok/s"] >= 1.25
+        rows.append(row)
+    for burst in cold:
+        steady = _by(results, burst.path.removesuffix("-cold")).get(burst.chats)
+        if steady is not None:
+            rows.append(
+                {
+                    "chats": burst.chats,
+                    f"{burst.path} TTFT p50 / steady": round(
+                        burst.ttft_p50_ms / steady.ttft_p50_ms, 2
+                    ),
+                    f"target {burst.path} within 2x steady": burst.ttft_p50_ms
+                    <= 2 * steady.ttft_p50_ms,
+                }
+            )
+    return rows
+
+
+def write_json(
+    path: Path, meta: dict[str, Any], results: list[LoadResult], cold: list[LoadResult]
+) -> None:
+    data = {
+        **meta,
+        "results": [r.as_dict() for r in results],
+        "cold_bursts": [r.as_dict() for r in cold],
+        "comparisons": comparisons(results, cold),
+    }
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def write_chart(path: Path, results: list[LoadResult], title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (speed, ttft) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name in ("engine", "app", "http"):
+        rows = sorted(_by(results, name).values(), key=lambda r: r.chats)
+        if not rows:
+            continue
+        chats = [r.chats for r in rows]
+        speed.plot(chats, [r.total_tokens_per_s for r in rows], marker="o", label=name)
+        ttft.plot(chats, [r.ttft_p50_ms for r in rows], marker="o", label=name)
+    for axis, label in ((speed, "total tokens/s"), (ttft, "time to first token p50 (ms)")):
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("chats at once")
+        axis.set_ylabel(label)
+        axis.grid(True, alpha=0.3)
+        axis.legend()
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

@@ -1,0 +1,52 @@
+"""``python -m bench`` at its smallest: all three paths run and the report is complete."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.browser import ROOT
+
+pytestmark = pytest.mark.engine
+
+
+def test_bench_runs_all_paths_and_writes_its_report(demo_model: Path, tmp_path: Path) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ERNIE_")}
+    env = {
+        **clean,
+        "ERNIE_MODEL": str(demo_model),
+        "ERNIE_KV_CACHE_GB": "0.5",
+        "ERNIE_MAX_MODEL_LEN": "2048",
+        "ERNIE_WARMUP": "false",
+    }
+    out = tmp_path / "bench"
+    command = [sys.executable, "-m", "bench", "--concurrency", "1", "2", "--reply-tokens", "16"]
+    result = subprocess.run(
+        [*command, "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    report = json.loads((out / "bench.json").read_text(encoding="utf-8"))
+    runs = {(r["path"], r["chats"]): r for r in report["results"]}
+    assert set(runs) == {(p, c) for p in ("engine", "app", "http") for c in (1, 2)}
+    for run in runs.values():
+        assert run["reply_tokens"] == 16
+        assert run["ttft_p50_ms"] > 0 and run["total_tokens_per_s"] > 0
+        assert run["frames_per_reply"] >= 1 and run["peak_rss_mib"] > 0
+    # The guides' app sends a websocket message per token; the app coalesces.
+    assert runs[("http", 2)]["frames_per_reply"] >= 15
+    assert {r["path"] for r in report["cold_bursts"]} == {"app-cold", "http-cold"}
+    compared = {row["chats"]: row for row in report["comparisons"] if "app/engine tok/s" in row}
+    assert set(compared) == {1, 2} and all("app/http tok/s" in row for row in compared.values())
+    assert (out / "bench.png").read_bytes().startswith(b"\x89PNG")
+    assert "app/engine tok/s" in result.stdout  # the printed ratios
