@@ -56,11 +56,12 @@ async def engine_path(plan: Plan, loads: Sequence[int], reply_tokens: int) -> li
         system_prompt=resolve_system_prompt(settings.system_prompt),
         reply_budget=reply_tokens,
     )
-    params = SamplingParams(
+    params = SamplingParams(  # the model's sampling defaults, as the app and vLLM's server use
         max_tokens=reply_tokens,
         ignore_eos=True,
         stop_token_ids=model.stop_token_ids,
         output_kind=RequestOutputKind.DELTA,
+        **model.sampling_defaults,
     )
     llm = AsyncLLM.from_engine_args(build_engine_args(settings, cpu=plan.hardware.cpu))
     watch = ProcessWatch(os.getpid())
