@@ -94,7 +94,8 @@ class Hardware:
     @property
     def device(self) -> str:
         if self.cpu:
-            return f"CPU ({os.cpu_count()} cores, {self.ram_total_bytes / GiB:.1f} GiB RAM)"
+            memory = self.ram_total_bytes / GiB
+            return f"CPU ({os.cpu_count()} cores, {memory:.1f} GiB on its memory node)"
         names = sorted({gpu.name for gpu in self.gpus})
         return f"{len(self.gpus)} x {', '.join(names)}"
 
