@@ -19,7 +19,13 @@ from typing import Any
 
 from .settings import Settings, env_name
 
-__all__ = ["CoreErrorLog", "describe_failure", "hub_unreachable"]
+__all__ = [
+    "CoreErrorLog",
+    "describe_failure",
+    "hub_unreachable",
+    "kv_gib_that_fits",
+    "share_that_fits",
+]
 
 MAX_LINE = 300
 GiB = 1 << 30
@@ -162,8 +168,18 @@ def _is_hub_failure(exc: BaseException) -> bool:
     return False
 
 
-def _share_that_fits(free: float, total: float) -> float:
-    return math.floor(free / total * 0.95 * 100) / 100
+FREE_MARGIN = 0.95  # a suggested memory share leaves this much of what is free
+KV_FREE_MARGIN = 0.8  # a suggested KV cache size leaves room for the engine beside it
+
+
+def share_that_fits(free: float, total: float) -> float:
+    """The largest memory share (two decimals) that fits in what is free."""
+    return math.floor(free / total * FREE_MARGIN * 100) / 100
+
+
+def kv_gib_that_fits(free_gib: float) -> float:
+    """The largest KV cache size (GiB, one decimal) to suggest when ``free_gib`` is free."""
+    return math.floor(free_gib * KV_FREE_MARGIN * 10) / 10
 
 
 def _translate(cause: str, settings: Settings, share: float) -> str | None:
@@ -190,14 +206,14 @@ def _translate(cause: str, settings: Settings, share: float) -> str | None:
         free, total, _, wanted = map(float, match.groups())
         return (
             f"{share_name}={share}: {wanted} GiB wanted but only {free} of {total} GiB is "
-            f"free; use {_share_that_fits(free, total)}, or stop what else uses the memory"
+            f"free; use {share_that_fits(free, total)}, or stop what else uses the memory"
         )
     if match := _KV_NOT_FREE.search(cause):
         free, total, kv = map(float, match.groups()[:3])
         if settings.kv_cache_gb is not None:
             return (
                 f"{env_name('kv_cache_gb')}={settings.kv_cache_gb}: only {free} GiB is free; "
-                f"use at most {math.floor(free * 0.8 * 10) / 10}"
+                f"use at most {kv_gib_that_fits(free)}"
             )
         requested = float(match.group(4) or share * total)
         own = requested - kv  # what the engine process took before its KV cache

@@ -15,13 +15,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .failures import hub_unreachable
+from .failures import hub_unreachable, kv_gib_that_fits, share_that_fits
 from .settings import Settings, SettingsError, env_name, setting_sources
 
 __all__ = ["Gpu", "Hardware", "ModelShape", "Plan", "check_plan", "preflight"]
@@ -36,7 +35,6 @@ BLOCK_MULTIPLE = {"cpu": 32, "gpu": 16}
 DEFAULT_BLOCK_SIZE = {"cpu": 128, "gpu": 16}
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 MIN_BF16_CAPABILITY = (8, 0)
-FREE_MARGIN = 0.95  # suggest a memory share that leaves this much of what is free
 
 
 @dataclass(frozen=True)
@@ -390,7 +388,7 @@ def _check_memory(plan: Plan, share: float) -> None:
                 "kv_cache_gb",
                 settings.kv_cache_gb,
                 f"only {available / GiB:.1f} GiB is free",
-                f"use at most {math.floor(available * 0.8 / GiB * 10) / 10}",
+                f"use at most {kv_gib_that_fits(available / GiB)}",
             )
         _check_kv_fits(plan)
         return
@@ -402,7 +400,7 @@ def _check_memory(plan: Plan, share: float) -> None:
         free = min(g.free_bytes for g in hw.gpus)
         what = "of GPU memory (other processes hold the rest)"
     if share * total > free:
-        fits = math.floor(free / total * FREE_MARGIN * 100) / 100
+        fits = share_that_fits(free, total)
         fix = f"use {fits}" if fits > 0 else "free memory first"
         raise _refuse(
             "gpu_memory_utilization",

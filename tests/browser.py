@@ -8,10 +8,8 @@ websocket frames it receives, for ordering and counting.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +20,7 @@ from typing import Any
 import httpx
 from playwright.async_api import Browser, Locator, Page, WebSocket, expect
 
-from bench.servers import free_port
+from bench.servers import Server, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -38,11 +36,8 @@ ASSISTANT = '[data-step-type="assistant_message"]'
 USER = '[data-step-type="user_message"]'
 
 
-@dataclass
-class AppServer:
-    url: str
-    log: Path
-    process: subprocess.Popen[bytes]
+class AppServer(Server):
+    """The app as ``chainlit run app.py`` serves it (waiting and stopping: ``Server``)."""
 
     @classmethod
     def start(cls, env: dict[str, str], log: Path) -> AppServer:
@@ -74,20 +69,9 @@ class AppServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        server = cls(f"http://127.0.0.1:{port}", log, process)
-        server.wait_until_serving()
+        server = cls(f"http://127.0.0.1:{port}", process, log)
+        server.wait("/", timeout_s=180)
         return server
-
-    def wait_until_serving(self, timeout_s: float = 180) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"app exited: {self.log.read_text()[-3000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url, timeout=2).status_code == 200:
-                    return
-            time.sleep(0.5)
-        raise TimeoutError(f"app did not serve in {timeout_s} s")
 
     def readyz(self) -> tuple[int, dict[str, Any]]:
         response = httpx.get(f"{self.url}/readyz", timeout=5)
@@ -103,15 +87,6 @@ class AppServer:
                     return
                 assert time.monotonic() < deadline, f"{body} after {within_s} s"
                 await asyncio.sleep(0.02)
-
-    def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
 
 
 @dataclass
