@@ -157,6 +157,7 @@ async def stop_a_long_reply(app_server: AppServer, browser: Browser) -> bool:
     # watch the engine through the server.
     sending = asyncio.create_task(chat.page.keyboard.press("Enter"))
     await app_server.wait_for_running(1, within_s=60)
+    await chat.wait_for("stream_start")  # text has reached the page: there is something to keep
     try:
         await chat.page.click("#stop-button", timeout=20_000)
     except PlaywrightTimeoutError:
@@ -173,7 +174,11 @@ async def stop_a_long_reply(app_server: AppServer, browser: Browser) -> bool:
     await expect(chat.page.get_by_text("Task manually stopped.")).to_be_visible(timeout=60_000)
     partial = chat.assistant().filter(has_text="注意")
     await expect(partial).to_have_count(1, timeout=60_000)  # what was written stays
-    streamed = "".join(e[2]["token"] for e in chat.named("stream_token"))
+    # The first flush comes as stream_start's output, later ones as stream_token: a stop
+    # that lands right after the first flush has no stream_token at all.
+    streamed = "".join(e[2]["output"] for e in chat.named("stream_start")) + "".join(
+        e[2]["token"] for e in chat.named("stream_token")
+    )
     assert 0 < len(streamed) < longest
     assert await chat.page.get_by_text(STATS_LINE).count() == 0  # the reply never finished
     await chat.close()
