@@ -34,6 +34,7 @@ from engine import (
     SettingsError,
     TextChunk,
     available_system_prompts,
+    drop_blocking_sleep,
     guard_module_getattr,
     metrics,
     new_request_id,
@@ -43,6 +44,8 @@ from engine.markdown import fix_cjk_emphasis
 
 # Before the engine starts: Chainlit's lazy __getattr__ breaks PyTorch's compiler.
 guard_module_getattr(cl)
+# Chainlit sleeps 1 ms, blocking, in every Message and Step it builds (see engine.compat).
+drop_blocking_sleep("chainlit.message", "chainlit.step")
 
 logger = logging.getLogger("app")
 

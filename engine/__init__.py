@@ -13,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .compat import guard_module_getattr
+    from .compat import drop_blocking_sleep, guard_module_getattr
     from .core import ChatEngine, EngineState, EngineStatus, new_request_id
     from .errors import (
         EngineError,
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk
 
 _SOURCES = {
-    "compat": ["guard_module_getattr"],
+    "compat": ["drop_blocking_sleep", "guard_module_getattr"],
     "core": ["ChatEngine", "EngineState", "EngineStatus", "new_request_id"],
     "errors": [
         "EngineError",

@@ -1,18 +1,27 @@
-"""Make lazy modules safe for PyTorch's compiler.
+"""Work around two Chainlit defects that hurt an app with an engine in its process.
 
-Chainlit's package ``__getattr__`` raises ``KeyError`` for unknown names where Python
-requires ``AttributeError`` (Chainlit#2499). PyTorch's inductor probes modules with
-``hasattr`` while compiling, so vLLM's engine core dies with ``KeyError: 'torch'`` when
-Chainlit is imported. ``guard_module_getattr(chainlit)`` before the engine starts fixes
-it; the engine core is forked on GPUs (see ``engine_args``) so it inherits the fix.
+* Chainlit's package ``__getattr__`` raises ``KeyError`` for unknown names where Python
+  requires ``AttributeError`` (Chainlit#2499). PyTorch's inductor probes modules with
+  ``hasattr`` while compiling, so vLLM's engine core dies with ``KeyError: 'torch'`` when
+  Chainlit is imported. ``guard_module_getattr(chainlit)`` before the engine starts fixes
+  it; the engine core is forked on GPUs (see ``engine_args``) so it inherits the fix.
+* Every ``Message`` and ``Step`` Chainlit builds first calls ``time.sleep(0.001)``, which
+  blocks the event loop: four per chat message (the user's message, the ``on_message``
+  step, the thinking indicator, the reply), so a burst of 64 messages waits ~0.26 s
+  for nothing, and every reply streaming meanwhile stalls with it (Chainlit#1374, never
+  merged). ``drop_blocking_sleep("chainlit.message", "chainlit.step")`` gives those modules a
+  ``time`` without the sleep; their timestamps keep the clock's microseconds, so steps
+  built one after another still sort in order.
 """
 
 from __future__ import annotations
 
+import importlib
+import time
 from types import ModuleType
 from typing import Any
 
-__all__ = ["guard_module_getattr"]
+__all__ = ["drop_blocking_sleep", "guard_module_getattr"]
 
 
 def guard_module_getattr(module: ModuleType) -> None:
@@ -29,3 +38,29 @@ def guard_module_getattr(module: ModuleType) -> None:
 
     __getattr__._raises_attribute_error = True  # type: ignore[attr-defined]
     module.__getattr__ = __getattr__  # type: ignore[method-assign]
+
+
+class _TimeWithoutSleep(ModuleType):
+    """The ``time`` module, except that ``sleep`` returns at once."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        """Nothing: a blocking sleep on the event loop stalls every chat."""
+
+
+_TIME_WITHOUT_SLEEP = _TimeWithoutSleep("time")
+
+
+def drop_blocking_sleep(*module_names: str) -> None:
+    """Give each named module that imported ``time`` a ``time`` whose ``sleep`` does nothing.
+
+    Names, not modules: ``chainlit.step`` the attribute is Chainlit's decorator, and only
+    the import system gives the module of that name.
+    """
+    for name in module_names:
+        module = importlib.import_module(name)
+        if getattr(module, "time", None) is time:
+            module.time = _TIME_WITHOUT_SLEEP  # type: ignore[attr-defined]

@@ -96,21 +96,23 @@ class PromptBuilder:
             tokenize=False,
             add_generation_prompt=True,
         )
-        ids: list[int] = []
-        pos = 0
-        for special in self._special_re.finditer(skeleton):
-            ids += self._encode_text(skeleton[pos : special.start()], messages)
-            ids.append(self._tokenizer.convert_tokens_to_ids(special.group()))
-            pos = special.end()
-        ids += self._encode_text(skeleton[pos:], messages)
-        return ids
 
-    def _encode_text(self, run: str, messages: Sequence[dict[str, str]]) -> list[int]:
-        if not run:
-            return []
-        text = _MARK_RE.sub(lambda m: messages[int(m.group(1))]["content"], run)
-        encoded = self._tokenizer(text, add_special_tokens=False, split_special_tokens=True)
-        return list(encoded["input_ids"])
+        def fill(mark: re.Match[str]) -> str:
+            return messages[int(mark.group(1))]["content"]
+
+        # The text between the template's special tokens, all encoded in one call.
+        runs = [_MARK_RE.sub(fill, run) for run in self._special_re.split(skeleton)]
+        specials = [
+            self._tokenizer.convert_tokens_to_ids(token)
+            for token in self._special_re.findall(skeleton)
+        ]
+        encoded = self._tokenizer(runs, add_special_tokens=False, split_special_tokens=True)
+        ids: list[int] = []
+        for run_ids, special in zip(encoded["input_ids"], [*specials, None], strict=True):
+            ids += run_ids
+            if special is not None:
+                ids.append(special)
+        return ids
 
     def build(
         self,
@@ -130,9 +132,13 @@ class PromptBuilder:
         def encode_from(start: int) -> list[int]:
             return self.encode(head + turns[start:] + tail)
 
+        first = starts[0] if starts else len(turns)
+        whole = encode_from(first)
+        if len(whole) <= limit:  # the usual case: one render
+            return Prompt(token_ids=whole, dropped_turns=first)
         # Keeping fewer turns never makes the prompt longer: binary-search the first
         # user turn to keep, so a long history costs log(n) renders, not n.
-        lo, hi = 0, len(starts)  # candidates: starts[0..], or len(turns) (history dropped)
+        lo, hi = 1, len(starts)  # candidates: starts[1..], or len(turns) (history dropped)
         best: list[int] | None = None
         best_start = 0
         while lo <= hi:

@@ -67,3 +67,25 @@ def test_reloading_the_app_keeps_the_one_engine() -> None:
     engine = app.ENGINE
     reloaded = importlib.reload(app)
     assert reloaded.ENGINE is engine
+
+
+@pytest.mark.usefixtures("app_settings")
+async def test_chainlit_builds_messages_and_steps_without_a_blocking_sleep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Chainlit's Message and Step sleep 1 ms, blocking, when built; the app drops that."""
+    import time
+
+    import chainlit as cl
+    from chainlit.context import init_http_context
+
+    import app  # noqa: F401  (applies the fix)
+
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    init_http_context()
+    cl.Message(content="你好")
+    cl.Step(name="on_message")
+    assert slept == []
+    time.sleep(0.5)  # the rest of the process keeps the time module as it is
+    assert slept == [0.5]

@@ -1,0 +1,53 @@
+"""Time to first token when many chats send at the same moment, against a running app.
+
+Usage::
+
+    python scripts/burst.py http://127.0.0.1:8000 --chats 64 --rounds 5
+
+Opens ``--chats`` chats, then ``--rounds`` times sends the benchmark's prompt from all of
+them at once and prints each round's time to first token (p50 and max). Start the app
+with short replies (``ERNIE_MAX_TOKENS=4 ERNIE_IGNORE_EOS=true``) so the numbers are
+about taking messages in, not about generating.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.chat_client import ChatClient, wait_ready
+from bench.paths import PROMPT
+
+
+async def burst(url: str, chats: int, rounds: int) -> None:
+    await wait_ready(url, 600)
+    async with contextlib.AsyncExitStack() as stack:
+        clients = await asyncio.gather(
+            *(stack.enter_async_context(ChatClient.connect(url)) for _ in range(chats))
+        )
+        for number in range(rounds):
+            replies = await asyncio.gather(*(client.send(PROMPT) for client in clients))
+            ttfts = [reply.ttft_s or float("nan") for reply in replies]
+            print(
+                f"round {number}: TTFT p50 {statistics.median(ttfts) * 1000:.0f} ms, "
+                f"max {max(ttfts) * 1000:.0f} ms"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("url")
+    parser.add_argument("--chats", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    asyncio.run(burst(args.url, args.chats, args.rounds))
+
+
+if __name__ == "__main__":
+    main()
