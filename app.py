@@ -29,6 +29,7 @@ from engine import (
     EngineState,
     EngineStatus,
     GenerationError,
+    MessageRefusedError,
     PromptTooLongError,
     ReplyEnd,
     SettingsError,
@@ -162,12 +163,12 @@ async def answer(message: cl.Message) -> None:
     metrics.MESSAGES.inc()
     conversation: Conversation = cl.user_session.get("conversation")
     conversation.rewind_to(message.id)  # an edited message answers again from there
-    if not message.content.strip():
-        await cl.Message(content=t("empty_message")).send()
-        return
+    if message.elements:  # a text model: say so, and answer the text
+        await cl.Message(content=t("files_ignored")).send()
     try:
+        text = ENGINE.check_message(message.content)
         await ENGINE.wait_ready()  # queued while the model loads
-    except EngineFailedError as exc:
+    except (MessageRefusedError, EngineFailedError) as exc:
         await send_error(exc)
         return
     announcer = cl.user_session.get("announcer")
@@ -175,7 +176,7 @@ async def answer(message: cl.Message) -> None:
         # wait() neither re-raises the announcer's end (cancelled when a socket dropped
         # and the chat was restored) nor cancels it if this message is stopped.
         await asyncio.wait({announcer})
-    await stream_reply(message, conversation, cl.user_session.get("options"))
+    await stream_reply(message.id, text, conversation, cl.user_session.get("options"))
 
 
 @cl.on_stop
@@ -276,7 +277,9 @@ def first_set(*values: float | None) -> float:
     return next(v for v in values if v is not None)
 
 
-async def stream_reply(message: cl.Message, conversation: Conversation, options: Any) -> None:
+async def stream_reply(
+    message_id: str, text: str, conversation: Conversation, options: Any
+) -> None:
     """Thinking indicator until the first text, buffered chunks, then notes and stats."""
     request_id = new_request_id()
     cl.user_session.set("request_id", request_id)
@@ -284,9 +287,7 @@ async def stream_reply(message: cl.Message, conversation: Conversation, options:
     await thinking.send()
     reply, end = cl.Message(content=""), None
     try:
-        events = ENGINE.chat(
-            conversation.turns(), message.content, request_id=request_id, options=options
-        )
+        events = ENGINE.chat(conversation.turns(), text, request_id=request_id, options=options)
         async with contextlib.aclosing(events) as stream:
             async for event in stream:
                 if isinstance(event, TextChunk):
@@ -297,7 +298,7 @@ async def stream_reply(message: cl.Message, conversation: Conversation, options:
                     end = event
                     metrics.record_reply(end)
     except asyncio.CancelledError:  # the stop button: keep what was said
-        conversation.record(message.id, message.content, reply.content)
+        conversation.record(message_id, text, reply.content)
         raise
     except Exception as exc:
         await thinking.remove()
@@ -307,7 +308,7 @@ async def stream_reply(message: cl.Message, conversation: Conversation, options:
         cl.user_session.set("request_id", None)
     if not reply.streaming:
         await thinking.remove()
-    conversation.record(message.id, message.content, reply.content)
+    conversation.record(message_id, text, reply.content)
     reply.content = fix_cjk_emphasis(reply.content) + footer(end, options)
     await reply.send()
 
@@ -344,6 +345,8 @@ async def send_error(exc: Exception) -> None:
 
 def error_text(exc: Exception) -> str:
     """Words for the user; the detail goes to the log."""
+    if isinstance(exc, MessageRefusedError):
+        return t(f"refused_{exc.reason}", size=exc.size, limit=exc.limit)
     if isinstance(exc, PromptTooLongError):
         return t("too_long", tokens=exc.prompt_tokens, limit=exc.limit)
     if isinstance(exc, EngineFailedError):

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         EngineFailedError,
         EngineNotReadyError,
         GenerationError,
+        MessageRefusedError,
         PromptTooLongError,
     )
     from .prompt import Turn, available_system_prompts
@@ -35,6 +36,7 @@ _SOURCES = {
         "EngineFailedError",
         "EngineNotReadyError",
         "GenerationError",
+        "MessageRefusedError",
         "PromptTooLongError",
     ],
     "prompt": ["Turn", "available_system_prompts"],

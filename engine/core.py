@@ -36,8 +36,9 @@ from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 from .capacity import CapacityReport, capacity_report
 from .decode import IncrementalDecoder
 from .engine_args import build_engine_args
-from .errors import EngineFailedError, EngineNotReadyError, GenerationError
+from .errors import EngineFailedError, EngineNotReadyError, GenerationError, MessageRefusedError
 from .failures import CoreErrorLog, describe_failure
+from .message_check import check_message
 from .model_info import ModelInfo, load_model_info
 from .preflight import Plan, preflight
 from .prompt import Prompt, PromptBuilder, Turn, resolve_system_prompt
@@ -245,12 +246,23 @@ class ChatEngine:
         if self._llm is not None:
             await self._llm.abort(request_id)
 
+    def check_message(self, text: str) -> str:
+        """``text`` cleaned for the prompt; ``MessageRefusedError`` if empty or too long.
+
+        Needs no model, so a chat can be answered while the engine loads.
+        """
+        return check_message(text, max_chars=self.settings.max_message_chars)
+
     def build_prompt(
         self, history: Sequence[Turn], user_text: str, options: ChatOptions = ChatOptions()
     ) -> Prompt:
         """The token ids the engine will see for this message (oldest turns dropped to fit)."""
         self._require_ready()
         assert self._prompts is not None
+        user_text = self.check_message(user_text)
+        limit = self.settings.max_message_tokens
+        if limit is not None and (tokens := self._prompts.count_tokens(user_text)) > limit:
+            raise MessageRefusedError("too_many_tokens", tokens, limit)
         system = (
             self._system_prompt
             if options.system_prompt is None

@@ -4,7 +4,8 @@
      ├── EngineNotReadyError    the model is still loading (retry later)
      ├── EngineFailedError      the engine could not start or died (not retryable here)
      ├── GenerationError        one reply failed; the engine keeps working (retryable)
-     └── PromptTooLongError     the newest message alone does not fit (user-fixable)
+     ├── PromptTooLongError     the newest message alone does not fit (user-fixable)
+     └── MessageRefusedError    the message is empty or over a set limit (user-fixable)
 
 vLLM's own exceptions are translated to these at one boundary (``engine.core``),
 raised ``from`` the original so the log keeps the cause.
@@ -12,11 +13,14 @@ raised ``from`` the original so the log keeps the cause.
 
 from __future__ import annotations
 
+from typing import Literal
+
 __all__ = [
     "EngineError",
     "EngineFailedError",
     "EngineNotReadyError",
     "GenerationError",
+    "MessageRefusedError",
     "PromptTooLongError",
 ]
 
@@ -58,3 +62,16 @@ class PromptTooLongError(EngineError):
             f"the message is {prompt_tokens} tokens with the system prompt, "
             f"but at most {limit} fit; shorten it"
         )
+
+
+RefusalReason = Literal["empty", "too_many_chars", "too_many_tokens"]
+
+
+class MessageRefusedError(EngineError):
+    """The message is empty, or longer than a limit the settings set."""
+
+    def __init__(self, reason: RefusalReason, size: int, limit: int) -> None:
+        self.reason = reason
+        self.size = size
+        self.limit = limit
+        super().__init__(f"message refused ({reason}): {size}, limit {limit}")

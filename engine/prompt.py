@@ -89,6 +89,11 @@ class PromptBuilder:
         longest_first = sorted(set(added), key=len, reverse=True)
         self._special_re = re.compile("|".join(map(re.escape, longest_first)) or "(?!)")
 
+    def count_tokens(self, text: str) -> int:
+        """How many tokens ``text`` is as typed message text."""
+        encoded = self._tokenizer(text, add_special_tokens=False, split_special_tokens=True)
+        return len(encoded["input_ids"])
+
     def encode(self, messages: Sequence[dict[str, str]]) -> list[int]:
         """Token ids of ``messages`` with the generation prompt; typed text stays plain."""
         skeleton = self._tokenizer.apply_chat_template(

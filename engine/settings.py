@@ -158,6 +158,14 @@ class Settings(BaseSettings):
         "zh",
         description="Name of a file in prompts/ (without .md), or literal text; empty: none.",
     )
+    max_message_chars: int = Field(
+        20_000, ge=1, description="Longest chat message in characters; longer ones are refused."
+    )
+    max_message_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Longest chat message in tokens; unset: what fits beside the reply.",
+    )
     stream_interval_ms: int = Field(
         50,
         ge=0,
