@@ -12,6 +12,7 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from engine import (
     ChatOptions,
     EngineError,
     EngineFailedError,
+    EngineRestartingError,
     EngineState,
     EngineStatus,
     GenerationError,
@@ -57,6 +59,7 @@ except SettingsError as exc:  # one line naming the setting, then stop
     raise SystemExit(2) from None
 
 LOADING_REFRESH_S = 1.0
+EXIT_GRACE_S = 5.0
 TRANSLATIONS = Path(__file__).resolve().parent / ".chainlit" / "translations"
 DEFAULT_LANGUAGE = "en-US"
 NO_SYSTEM_PROMPT = "none"  # the settings panel's value for "no system prompt"
@@ -120,6 +123,17 @@ serve_before_chainlit_pages("/healthz", "/readyz", "/metrics")
 @cl.on_app_startup
 def start_engine() -> None:
     ENGINE.start()  # in the background: the page answers while the model loads
+    asyncio.get_running_loop().create_task(exit_when_the_engine_gives_up())
+
+
+async def exit_when_the_engine_gives_up() -> None:
+    """The engine died and every rebuild failed: ``/readyz`` says so for a moment, then
+    the process exits 1 for its supervisor to start a fresh one."""
+    reason = await ENGINE.wait_gave_up()
+    logger.critical("exiting in %.0f s: %s", EXIT_GRACE_S, reason)
+    await asyncio.sleep(EXIT_GRACE_S)
+    logging.shutdown()
+    os._exit(1)  # the engine's processes are already gone; nothing else needs closing
 
 
 @cl.on_app_shutdown
@@ -168,7 +182,7 @@ async def answer(message: cl.Message) -> None:
     try:
         text = ENGINE.check_message(message.content)
         await ENGINE.wait_ready()  # queued while the model loads
-    except (MessageRefusedError, EngineFailedError) as exc:
+    except (MessageRefusedError, EngineFailedError, EngineRestartingError) as exc:
         await send_error(exc)
         return
     announcer = cl.user_session.get("announcer")
@@ -222,6 +236,8 @@ async def announce_engine() -> None:
 
 def engine_notes(status: EngineStatus, *, loaded_now: bool) -> list[str]:
     """What a chat is told about the engine: failure, readiness, demo weights."""
+    if status.state is EngineState.RESTARTING:
+        return [t("restarting")]
     if status.state is not EngineState.READY:
         return [t("failed", reason=status.reason or status.state.value)]
     notes = [t("ready", seconds=round(status.elapsed_s))] if loaded_now else []
@@ -349,6 +365,8 @@ def error_text(exc: Exception) -> str:
         return t(f"refused_{exc.reason}", size=exc.size, limit=exc.limit)
     if isinstance(exc, PromptTooLongError):
         return t("too_long", tokens=exc.prompt_tokens, limit=exc.limit)
+    if isinstance(exc, EngineRestartingError):
+        return t("restarting")
     if isinstance(exc, EngineFailedError):
         return t("failed", reason=exc.reason)
     if isinstance(exc, GenerationError):

@@ -34,6 +34,7 @@ class Reply:
     ended_at: float | None = None
     frames: list[str] = field(default_factory=list)  # stream_start output and stream_token
     final: str | None = None  # the complete reply message, when the app sends one
+    error: str | None = None  # an error message the app sent instead of (or during) a reply
 
     @property
     def text(self) -> str:
@@ -75,8 +76,13 @@ class ChatClient:
         finally:
             await sio.disconnect()
 
+    @property
+    def reply(self) -> Reply | None:
+        """The reply in progress (or the last one), as it stands."""
+        return self._reply
+
     async def send(self, text: str, *, timeout_s: float = 600) -> Reply:
-        """Send a message and wait for the app to finish answering it."""
+        """Send a message and wait for the app to finish answering it (or for its error)."""
         self._reply, self._reply_id = Reply(sent_at=time.monotonic()), None
         self._done.clear()
         message = {
@@ -108,13 +114,19 @@ class ChatClient:
             self._reply.first_text_at = time.monotonic()
 
     async def _on_new_message(self, step: dict[str, Any]) -> None:
-        if self._reply is not None and step.get("id") == self._reply_id:
+        if self._reply is None:
+            return
+        if step.get("id") == self._reply_id:
             self._reply.final = step["output"]
+        elif step.get("isError"):
+            self._reply.error = step["output"]
 
     async def _on_task_end(self, *_: Any) -> None:
         # The reply's task, not the chat start's: under load that one can end after the
-        # message was sent.
-        if self._reply is not None and self._reply.first_text_at is not None:
+        # message was sent. A message answered with an error has no text.
+        if self._reply is not None and (
+            self._reply.first_text_at is not None or self._reply.error is not None
+        ):
             self._reply.ended_at = time.monotonic()
             self._done.set()
 

@@ -98,6 +98,8 @@ async def _chat_load(
         cpu = watch.cpu_s() - before
     timings = []
     for reply in replies:
+        if reply.error is not None:
+            raise RuntimeError(f"{path}: a chat got an error: {reply.error}")
         if reply.first_text_at is None or reply.ended_at is None or not reply.text:
             raise RuntimeError(f"{path}: a chat got no reply")
         timings.append(

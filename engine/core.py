@@ -4,7 +4,7 @@ Usage::
 
     engine = ChatEngine.shared()                 # one per process, from the settings
     engine.start()                               # loads in the background
-    engine.status()                              # loading (with seconds) / ready / failed
+    engine.status()                  # loading (with seconds) / ready / restarting / failed
     await engine.wait_ready()
     async with contextlib.aclosing(engine.chat(history, "你好", request_id=rid)) as events:
         async for event in events:               # TextChunk ... then one ReplyEnd
@@ -36,14 +36,21 @@ from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 from .capacity import CapacityReport, capacity_report
 from .decode import IncrementalDecoder
 from .engine_args import build_engine_args
-from .errors import EngineFailedError, EngineNotReadyError, GenerationError, MessageRefusedError
-from .failures import CoreErrorLog, describe_failure
+from .errors import (
+    EngineError,
+    EngineFailedError,
+    EngineNotReadyError,
+    EngineRestartingError,
+    GenerationError,
+    MessageRefusedError,
+)
+from .failures import CoreErrorLog, describe_failure, ended_processes
 from .message_check import check_message
 from .model_info import ModelInfo, load_model_info
 from .preflight import Plan, preflight
 from .prompt import Prompt, PromptBuilder, Turn, resolve_system_prompt
 from .sampling import ChatOptions, build_sampling_params
-from .settings import Settings, load_settings
+from .settings import Settings, env_name, load_settings
 from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk, TokenBuffer
 
 __all__ = ["ChatEngine", "EngineState", "EngineStatus", "new_request_id"]
@@ -52,21 +59,23 @@ logger = logging.getLogger(__name__)
 
 WARMUP_BATCH_SIZES = (1, 4, 16, 64)
 WARMUP_TOKENS = 8
+WATCH_INTERVAL_S = 1.0
 
 
 class EngineState(enum.Enum):
     NEW = "new"  # created, start() not called yet
     LOADING = "loading"  # tokenizer, weights, KV cache, warm-up
     READY = "ready"  # answering
-    FAILED = "failed"  # could not start, or died; ``reason`` says why
+    RESTARTING = "restarting"  # the engine died; a new one is being built
+    FAILED = "failed"  # could not start, or could not be rebuilt; ``reason`` says why
     STOPPED = "stopped"  # shut down
 
 
 @dataclass(frozen=True)
 class EngineStatus:
     state: EngineState
-    elapsed_s: float  # since start() while loading; load time once ready
-    reason: str | None = None  # one line, when failed
+    elapsed_s: float  # since start() (or the restart) while loading; load time once ready
+    reason: str | None = None  # one line, when restarting or failed
 
 
 def new_request_id() -> str:
@@ -95,6 +104,8 @@ class ChatEngine:
         self._system_prompt = resolve_system_prompt(settings.system_prompt)
         self._errors: CoreErrorLog | None = None  # vLLM's errors, from the engine's processes
         self._errors_at_ready = 0
+        self._watchdog: asyncio.Task[None] | None = None
+        self._gave_up = asyncio.Event()  # the engine died and could not be rebuilt
 
     @classmethod
     def shared(cls) -> ChatEngine:
@@ -106,8 +117,8 @@ class ChatEngine:
 
     # --- life cycle -------------------------------------------------------------------
     def status(self) -> EngineStatus:
-        if self._state is EngineState.LOADING:
-            return EngineStatus(self._state, time.monotonic() - self._started_at)
+        if self._state in (EngineState.LOADING, EngineState.RESTARTING):
+            return EngineStatus(self._state, time.monotonic() - self._started_at, self._reason)
         return EngineStatus(self._state, self._load_s, self._reason)
 
     @property
@@ -135,26 +146,31 @@ class ChatEngine:
         self._task = asyncio.get_running_loop().create_task(self._load(), name="engine-load")
 
     async def wait_ready(self) -> None:
-        """Wait until loaded; raise EngineFailedError if loading failed."""
+        """Wait until loaded; raise EngineFailedError if loading failed, and
+        EngineRestartingError at once while a dead engine is being replaced."""
         if self._state is EngineState.NEW:
             self.start()
         await self._settled.wait()
         self._require_ready()
 
+    async def wait_gave_up(self) -> str:
+        """Return (the reason) once the engine died and every rebuild failed."""
+        await self._gave_up.wait()
+        return self._reason or "the engine stopped"
+
     async def shutdown(self) -> None:
         """Stop the engine and free its memory; idempotent."""
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._watchdog):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         self._state = EngineState.STOPPED
         self._settled.set()
         if self._llm is not None:
             self._llm.shutdown()
             self._llm = None
-        if self._errors is not None:
-            self._errors.close()
-            shutil.rmtree(self._errors.folder, ignore_errors=True)
+        self._close_error_log()
         if ChatEngine._shared is self:
             ChatEngine._shared = None
 
@@ -164,39 +180,114 @@ class ChatEngine:
             self._prompts = PromptBuilder(
                 self._model.tokenizer, max_model_len=self.settings.max_model_len
             )
-            args = build_engine_args(self.settings, cpu=self.plan.hardware.cpu)
-            # Building blocks for the whole load (tens of seconds): keep it off the loop.
-            self._errors = CoreErrorLog(Path(tempfile.mkdtemp(prefix="ernie-engine-")))
-            with self._errors:
-                self._llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
-            self._capacity = await asyncio.to_thread(
-                capacity_report, self._llm.vllm_config, self.plan
-            )
-            for line in self._capacity.lines():
-                logger.info("capacity: %s", line)
-            if self.settings.warmup:
-                await self._warm_up()
+            await self._build_engine()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # every failure must show up in status(), not only the log
             logger.exception("engine failed to start")
-            cause = self._errors.root_cause() if self._errors else None
-            if cause:
-                logger.error("engine process failed with %s", cause)
-            share = self.plan.memory_share
-            self._fail(describe_failure(exc, self.settings, share=share, root_cause=cause))
+            self._fail(self._describe(exc))
             return
+        self._ready()
+        logger.info("engine ready in %.1f s (model %s)", self._load_s, self.settings.model)
+
+    async def _build_engine(self) -> None:
+        """A new AsyncLLM, its capacity report and its warm-up."""
+        args = build_engine_args(self.settings, cpu=self.plan.hardware.cpu)
+        self._close_error_log()
+        self._errors = CoreErrorLog(Path(tempfile.mkdtemp(prefix="ernie-engine-")))
+        # Building blocks for the whole load (tens of seconds): keep it off the loop.
+        with self._errors:
+            self._llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
+        self._capacity = await asyncio.to_thread(capacity_report, self._llm.vllm_config, self.plan)
+        for line in self._capacity.lines():
+            logger.info("capacity: %s", line)
+        if self.settings.warmup:
+            await self._warm_up()
+
+    def _describe(self, exc: Exception) -> str:
+        """One line for a failed build, with the engine processes' own root cause."""
+        cause = self._errors.root_cause() if self._errors else None
+        if cause:
+            logger.error("engine process failed with %s", cause)
+        share = self.plan.memory_share
+        return describe_failure(exc, self.settings, share=share, root_cause=cause)
+
+    def _close_error_log(self) -> None:
+        if self._errors is not None:
+            self._errors.close()
+            shutil.rmtree(self._errors.folder, ignore_errors=True)
+            self._errors = None
+
+    def _ready(self) -> None:
+        assert self._errors is not None
         self._load_s = time.monotonic() - self._started_at
         self._errors_at_ready = self._errors.size()  # later errors are the running engine's
         self._state = EngineState.READY
+        self._reason = None
         self._settled.set()
-        logger.info("engine ready in %.1f s (model %s)", self._load_s, self.settings.model)
+        self._watchdog = asyncio.get_running_loop().create_task(
+            self._watch(), name="engine-watchdog"
+        )
 
     def _fail(self, reason: str) -> None:
         self._state = EngineState.FAILED
         self._reason = reason
         self._load_s = time.monotonic() - self._started_at
         self._settled.set()
+
+    # --- death and rebuild ----------------------------------------------------------------
+    async def _watch(self) -> None:
+        """Notice a dead engine even when no reply is running to see it."""
+        while self._state is EngineState.READY and self._llm is not None:
+            if self._llm.errored:
+                self._engine_died(None)
+                return
+            await asyncio.sleep(WATCH_INTERVAL_S)
+
+    def _engine_died(self, error: BaseException | None) -> None:
+        """Start replacing a dead engine (vLLM cannot revive an AsyncLLM whose core died)."""
+        if self._state is not EngineState.READY:
+            return  # already being replaced, or shut down
+        cause = self._errors.root_cause(self._errors_at_ready) if self._errors else None
+        # vLLM's own "EngineDeadError: ... see above" says nothing an operator can use.
+        known = [c for c in (cause, ended_processes(self._llm)) if c and "EngineDead" not in c]
+        self._reason = f"the engine stopped: {'; '.join(known) or error or 'its process died'}"
+        logger.error("%s; building a new engine", self._reason)
+        self._state = EngineState.RESTARTING
+        self._started_at = time.monotonic()
+        self._task = asyncio.get_running_loop().create_task(self._rebuild(), name="engine-rebuild")
+
+    async def _drop_engine(self) -> None:
+        """Shut down the dead (or half-built) engine: its processes and memory go."""
+        if self._llm is not None:
+            dead, self._llm = self._llm, None
+            await asyncio.to_thread(dead.shutdown)
+
+    async def _rebuild(self) -> None:
+        tries = self.settings.restart_tries
+        failure = self._reason or "the engine stopped"
+        for attempt in range(1, tries + 1):
+            await self._drop_engine()
+            try:
+                await self._build_engine()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.exception("rebuilding the engine failed (try %d of %d)", attempt, tries)
+                failure = self._describe(exc)
+                await asyncio.sleep(min(2**attempt, 30) if attempt < tries else 0)
+                continue
+            self._ready()
+            logger.info("engine rebuilt in %.1f s (try %d of %d)", self._load_s, attempt, tries)
+            return
+        await self._drop_engine()
+        self._fail(
+            f"{failure} (not rebuilt: {env_name('restart_tries')}=0)"
+            if tries == 0
+            else f"the engine stopped and {tries} tries to rebuild it failed: {failure}"
+        )
+        logger.critical("%s", self._reason)
+        self._gave_up.set()
 
     async def _warm_up(self) -> None:
         """Run each batch size a chat app sees once, so no user pays the first-batch cost."""
@@ -224,13 +315,19 @@ class ChatEngine:
                 pass
 
     def _require_ready(self) -> AsyncLLM:
-        if self._state is EngineState.LOADING:
-            raise EngineNotReadyError(time.monotonic() - self._started_at)
         if self._state is EngineState.READY and self._llm is not None:
             return self._llm
+        raise self._unavailable()
+
+    def _unavailable(self) -> EngineError:
+        """The error for a caller while the engine is not ready."""
+        if self._state is EngineState.LOADING:
+            return EngineNotReadyError(time.monotonic() - self._started_at)
+        if self._state is EngineState.RESTARTING:
+            return EngineRestartingError(self._reason or "the engine stopped")
         if self._state is EngineState.FAILED:
-            raise EngineFailedError(self._reason or "unknown")
-        raise EngineFailedError(f"the engine is {self._state.value}")
+            return EngineFailedError(self._reason or "unknown")
+        return EngineFailedError(f"the engine is {self._state.value}")
 
     # --- requests ---------------------------------------------------------------------
     @property
@@ -328,9 +425,8 @@ class ChatEngine:
                     if output.finished:
                         finish_reason = completion.finish_reason or "stop"
         except EngineDeadError as exc:
-            cause = self._errors.root_cause(self._errors_at_ready) if self._errors else None
-            self._fail(f"the engine stopped: {cause or exc}")
-            raise EngineFailedError(self._reason or "the engine stopped") from exc
+            self._engine_died(exc)
+            raise self._unavailable() from exc
         except EngineGenerateError as exc:
             logger.error("request %s failed: %r", request_id, exc.__cause__)
             raise GenerationError() from exc

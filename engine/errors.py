@@ -2,7 +2,8 @@
 
     EngineError
      ├── EngineNotReadyError    the model is still loading (retry later)
-     ├── EngineFailedError      the engine could not start or died (not retryable here)
+     ├── EngineFailedError      the engine could not start, or died for good (not retryable)
+     ├── EngineRestartingError  the engine died and a new one is being built (retry soon)
      ├── GenerationError        one reply failed; the engine keeps working (retryable)
      ├── PromptTooLongError     the newest message alone does not fit (user-fixable)
      └── MessageRefusedError    the message is empty or over a set limit (user-fixable)
@@ -19,6 +20,7 @@ __all__ = [
     "EngineError",
     "EngineFailedError",
     "EngineNotReadyError",
+    "EngineRestartingError",
     "GenerationError",
     "MessageRefusedError",
     "PromptTooLongError",
@@ -43,6 +45,14 @@ class EngineFailedError(EngineError):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(f"the engine is not available: {reason}")
+
+
+class EngineRestartingError(EngineError):
+    """The engine died; a new one is being built. ``reason`` is one line."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"the engine is restarting: {reason}")
 
 
 class GenerationError(EngineError):

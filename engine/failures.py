@@ -8,12 +8,14 @@ cause can be read back and translated into the setting to change, with numbers.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
 import math
 import os
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from .settings import Settings, env_name
 __all__ = [
     "CoreErrorLog",
     "describe_failure",
+    "ended_processes",
     "hub_unreachable",
     "kv_gib_that_fits",
     "share_that_fits",
@@ -135,6 +138,26 @@ class CoreErrorLog:
             elif match := _EXCEPTION_LINE.match(line):
                 return f"{match.group(1)}: {match.group(2) or where}"  # a bare assert: where
         return None
+
+
+def ended_processes(llm: Any) -> str | None:
+    """How vLLM's engine processes ended ("EngineCore_DP0 killed by SIGKILL"), as far as
+    vLLM's process manager knows; None when it does not say (other vLLM versions)."""
+    core = getattr(llm, "engine_core", None)
+    manager = getattr(getattr(core, "resources", None), "engine_manager", None)
+    try:
+        codes: dict[str, int] = manager.finished_procs()  # type: ignore[union-attr]
+    except Exception:  # an internal API: best effort only
+        return None
+    return ", ".join(f"{name} {_ending(code)}" for name, code in codes.items()) or None
+
+
+def _ending(exit_code: int) -> str:
+    if exit_code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-exit_code).name}"
+        return f"killed by signal {-exit_code}"
+    return f"exited with code {exit_code}"
 
 
 def hub_unreachable(settings: Settings) -> str:

@@ -140,6 +140,13 @@ class Settings(BaseSettings):
         True, description="Run the batch sizes a chat sees before reporting ready."
     )
 
+    restart_tries: int = Field(
+        3,
+        ge=0,
+        le=100,
+        description="Tries to build a new engine after it died; all failed: the process exits.",
+    )
+
     # --- replies -----------------------------------------------------------------
     temperature: float | None = Field(
         None, ge=0, le=2, description="Sampling temperature; unset: the model's default."
