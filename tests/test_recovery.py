@@ -13,7 +13,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -57,9 +57,13 @@ async def own_engine(model_copy: Path) -> AsyncIterator[ChatEngine]:
 
 
 async def wait_for_state(engine: ChatEngine, state: EngineState, within_s: float) -> None:
+    await until(lambda: engine.status().state is state, within_s, f"engine {state}")
+
+
+async def until(condition: Callable[[], object], within_s: float, what: str) -> None:
     deadline = time.monotonic() + within_s
-    while engine.status().state is not state:
-        assert time.monotonic() < deadline, f"{engine.status()} after {within_s} s"
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} in {within_s} s"
         await asyncio.sleep(0.1)
 
 
@@ -113,14 +117,15 @@ def recovering_app(model_copy: Path, tmp_path: Path) -> Iterator[AppServer]:
 
 
 async def wait_for_readyz(app: AppServer, state: str, within_s: float) -> dict[str, object]:
-    deadline = time.monotonic() + within_s
-    while True:
-        with contextlib.suppress(Exception):
-            _, body = await asyncio.to_thread(app.readyz)
-            if body["state"] == state:
-                return body
-        assert time.monotonic() < deadline, f"no {state!r} readiness in {within_s} s"
-        await asyncio.sleep(0.1)
+    bodies: list[dict[str, object]] = []
+
+    def in_state() -> bool:
+        with contextlib.suppress(Exception):  # the process may be gone
+            bodies.append(app.readyz()[1])
+        return bool(bodies) and bodies[-1]["state"] == state
+
+    await until(in_state, within_s, f"{state!r} readiness")
+    return bodies[-1]
 
 
 async def test_the_app_rebuilds_a_killed_engine_then_exits_when_it_cannot(
