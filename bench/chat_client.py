@@ -51,6 +51,7 @@ class ChatClient:
         self._reply: Reply | None = None
         self._reply_id: str | None = None
         self._done = asyncio.Event()
+        self.streamed_ids: set[str] = set()  # every message id this chat was streamed
         sio.on("stream_start", self._on_stream_start)
         sio.on("stream_token", self._on_stream_token)
         sio.on("new_message", self._on_new_message)
@@ -81,6 +82,15 @@ class ChatClient:
         """The reply in progress (or the last one), as it stands."""
         return self._reply
 
+    async def change_settings(self, values: dict[str, Any]) -> None:
+        """What the settings panel's confirm button sends (every widget's value)."""
+        await self._sio.emit("chat_settings_change", values)
+
+    async def drop(self) -> None:
+        """Lose the connection as a network or proxy does: the websocket closes, with no
+        Socket.IO goodbye (the client then reconnects as a browser would)."""
+        await self._sio.eio.ws.close()
+
     async def send(self, text: str, *, timeout_s: float = 600) -> Reply:
         """Send a message and wait for the app to finish answering it (or for its error)."""
         self._reply, self._reply_id = Reply(sent_at=time.monotonic()), None
@@ -98,12 +108,14 @@ class ChatClient:
         return self._reply
 
     async def _on_stream_start(self, step: dict[str, Any]) -> None:
+        self.streamed_ids.add(step["id"])
         if self._reply is None:
             return
         self._reply_id = step["id"]
         self._text_arrived(step.get("output") or "")
 
     async def _on_stream_token(self, data: dict[str, Any]) -> None:
+        self.streamed_ids.add(data["id"])
         if self._reply is not None and data.get("id") == self._reply_id:
             self._text_arrived(data["token"])
 

@@ -43,6 +43,11 @@ def free_port() -> int:
 
 @dataclass
 class Server:
+    """A server process in a process group of its own (``stop`` ends the group), but not
+    in a session of its own: with Linux's autogroup scheduling, a new session makes a
+    scheduling group where vLLM's busy-waiting CPU engine starves the stream to the
+    clients (README, "CPU hosts"), which is not what the measurements are about."""
+
     url: str
     process: subprocess.Popen[bytes]
     log: Path
@@ -73,7 +78,7 @@ class Server:
 def _started(command: list[str], env: dict[str, str], log: Path, port: int) -> Iterator[Server]:
     with log.open("wb") as out:
         process = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, process_group=0
         )
     server = Server(f"http://127.0.0.1:{port}", process, log)
     try:

@@ -67,7 +67,7 @@ class AppServer(Server):
                 env={**clean, **env},
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                process_group=0,  # stop() ends the group; not a new session (see Server)
             )
         server = cls(f"http://127.0.0.1:{port}", process, log)
         server.wait("/", timeout_s=180)

@@ -8,15 +8,18 @@ The tests share one app process and run in order: the first one meets the engine
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.async_api import Browser, async_playwright, expect
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
+from bench.chat_client import ChatClient
 from engine.prompt import PromptBuilder, resolve_system_prompt
 
 from .browser import CHROMIUM, CHROMIUM_ARGS, ROOT, STATS_LINE, AppServer, Chat
@@ -226,3 +229,56 @@ async def test_chinese_browser_gets_chinese_strings(
     assert "首词元" in reply and "回复已在" in reply
     await chat.page.screenshot(path=screenshot_path("chat-zh-CN.png"))
     await chat.close()
+
+
+LONG_REPLY = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 4096, "system_prompt": "zh"}
+
+
+def aborted_replies(app: AppServer) -> float:
+    text = httpx.get(f"{app.url}/metrics", timeout=5).text
+    found = re.search(r'^ernie_replies_total\{finish_reason="abort"\} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+async def test_closing_the_tab_frees_the_engine_within_a_second(
+    app_server: AppServer, browser: Browser
+) -> None:
+    chat = await Chat.open(browser, app_server.url)
+    await chat.set_max_tokens(4096)
+    aborted = aborted_replies(app_server)
+    mark = await chat.send("写一篇很长的文章")
+    await chat.wait_for("stream_start", mark)
+    await app_server.wait_for_running(1, within_s=5)  # the reply is still being written
+    await chat.close()
+    await app_server.wait_for_running(0, within_s=1)
+    assert aborted_replies(app_server) == aborted + 1  # stopped, not finished
+
+
+async def test_a_dropped_websocket_frees_the_engine_within_a_second(
+    app_server: AppServer,
+) -> None:
+    async with ChatClient.connect(app_server.url) as chat:
+        await chat.change_settings(LONG_REPLY)
+        aborted = aborted_replies(app_server)
+        sending = asyncio.create_task(chat.send("写一篇很长的文章"))
+        while chat.reply is None or chat.reply.first_text_at is None:
+            await asyncio.sleep(0.01)
+        await app_server.wait_for_running(1, within_s=5)
+        await chat.drop()
+        await app_server.wait_for_running(0, within_s=1)
+        sending.cancel()
+    assert aborted_replies(app_server) == aborted + 1
+
+
+async def test_twenty_chats_at_once_see_only_their_own_tokens(app_server: AppServer) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        chats = await asyncio.gather(
+            *(stack.enter_async_context(ChatClient.connect(app_server.url)) for _ in range(20))
+        )
+        replies = await asyncio.gather(*(c.send(f"第{i}个问题") for i, c in enumerate(chats)))
+        for chat, reply in zip(chats, replies, strict=True):
+            assert reply.error is None and reply.final is not None
+            assert len(chat.streamed_ids) == 1  # one reply, and no other chat's tokens
+            assert STATS_LINE in reply.final  # its own final message, with its stats
+        assert len(set.union(*(c.streamed_ids for c in chats))) == 20
+    await app_server.wait_for_running(0, within_s=1)
