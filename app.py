@@ -12,8 +12,10 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from engine import (
     EngineState,
     EngineStatus,
     GenerationError,
+    LimitExceededError,
     MessageRefusedError,
     PromptTooLongError,
     ReplyEnd,
@@ -43,7 +46,9 @@ from engine import (
     new_request_id,
 )
 from engine.conversation import Conversation
+from engine.limits import UserLimits
 from engine.markdown import fix_cjk_emphasis
+from engine.users import verify_password
 
 # Before the engine starts: Chainlit's lazy __getattr__ breaks PyTorch's compiler.
 guard_module_getattr(cl)
@@ -58,6 +63,10 @@ except SettingsError as exc:  # one line naming the setting, then stop
     print(f"error: {exc}", file=sys.stderr)
     raise SystemExit(2) from None
 
+LIMITS = UserLimits(
+    max_replies=ENGINE.settings.user_max_replies,
+    per_minute=ENGINE.settings.user_messages_per_minute,
+)
 LOADING_REFRESH_S = 1.0
 EXIT_GRACE_S = 5.0
 TRANSLATIONS = Path(__file__).resolve().parent / ".chainlit" / "translations"
@@ -120,6 +129,29 @@ def serve_before_chainlit_pages(*paths: str) -> None:
 serve_before_chainlit_pages("/healthz", "/readyz", "/metrics")
 
 
+# Sign-in, when the settings turn it on: Chainlit then refuses pages and websockets
+# without a session it signed (CHAINLIT_AUTH_SECRET).
+if (USERS_FILE := ENGINE.settings.users_file) is not None:
+
+    @cl.password_auth_callback
+    async def sign_in(name: str, password: str) -> cl.User | None:
+        """A user of the users file with the right password (scrypt: off the loop)."""
+        if await asyncio.to_thread(verify_password, USERS_FILE, name, password):
+            return cl.User(identifier=name, metadata={"provider": "password"})
+        logger.warning("sign-in refused for %r", name)
+        return None
+
+
+if (USER_HEADER := ENGINE.settings.auth_header) is not None:
+
+    @cl.header_auth_callback
+    async def sign_in_from_proxy(headers: Any) -> cl.User | None:
+        """The user a trusted proxy names in its header (the proxy must drop the
+        clients' own copies of that header)."""
+        name = headers.get(USER_HEADER)
+        return cl.User(identifier=name, metadata={"provider": "header"}) if name else None
+
+
 @cl.on_app_startup
 def start_engine() -> None:
     ENGINE.start()  # in the background: the page answers while the model loads
@@ -179,10 +211,23 @@ async def answer(message: cl.Message) -> None:
     conversation.rewind_to(message.id)  # an edited message answers again from there
     if message.elements:  # a text model: say so, and answer the text
         await cl.Message(content=t("files_ignored")).send()
+    user = limited_user()
     try:
         text = ENGINE.check_message(message.content)
+        LIMITS.admit(user, now=time.monotonic())
+    except (MessageRefusedError, LimitExceededError) as exc:
+        await send_error(exc)
+        return
+    try:
+        await answer_when_ready(message.id, text, conversation)
+    finally:
+        LIMITS.done(user)
+
+
+async def answer_when_ready(message_id: str, text: str, conversation: Conversation) -> None:
+    try:
         await ENGINE.wait_ready()  # queued while the model loads
-    except (MessageRefusedError, EngineFailedError, EngineRestartingError) as exc:
+    except (EngineFailedError, EngineRestartingError) as exc:
         await send_error(exc)
         return
     announcer = cl.user_session.get("announcer")
@@ -190,7 +235,13 @@ async def answer(message: cl.Message) -> None:
         # wait() neither re-raises the announcer's end (cancelled when a socket dropped
         # and the chat was restored) nor cancels it if this message is stopped.
         await asyncio.wait({announcer})
-    await stream_reply(message.id, text, conversation, cl.user_session.get("options"))
+    await stream_reply(message_id, text, conversation, cl.user_session.get("options"))
+
+
+def limited_user() -> str:
+    """Whom the per-user limits count: the signed-in user, else this chat."""
+    user = cl.user_session.get("user")
+    return f"user:{user.identifier}" if user else f"chat:{cl.context.session.id}"
 
 
 @cl.on_stop
@@ -361,6 +412,11 @@ async def send_error(exc: Exception) -> None:
 
 def error_text(exc: Exception) -> str:
     """Words for the user; the detail goes to the log."""
+    if isinstance(exc, LimitExceededError):
+        wait = exc.retry_after_s
+        if wait is None:
+            return t("limit_replies", limit=exc.value)
+        return t("limit_per_minute", limit=exc.value, seconds=max(1, math.ceil(wait)))
     if isinstance(exc, MessageRefusedError):
         return t(f"refused_{exc.reason}", size=exc.size, limit=exc.limit)
     if isinstance(exc, PromptTooLongError):

@@ -59,7 +59,10 @@ class ChatClient:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def connect(cls, url: str) -> AsyncIterator[ChatClient]:
+    async def connect(
+        cls, url: str, *, headers: dict[str, str] | None = None
+    ) -> AsyncIterator[ChatClient]:
+        """A new chat; ``headers`` go with the websocket handshake (a session cookie)."""
         sio = socketio.AsyncClient()
         client = cls(sio)
         auth = {
@@ -69,7 +72,13 @@ class ChatClient:
             "userEnv": "{}",
             "chatProfile": None,
         }
-        await sio.connect(url, socketio_path="/ws/socket.io", auth=auth, transports=["websocket"])
+        await sio.connect(
+            url,
+            socketio_path="/ws/socket.io",
+            auth=auth,
+            transports=["websocket"],
+            headers=dict(headers or {}),  # engine.io takes the cookie out of the dict
+        )
         try:
             await sio.emit("connection_successful")
             await asyncio.sleep(SETTLE_S)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         EngineNotReadyError,
         EngineRestartingError,
         GenerationError,
+        LimitExceededError,
         MessageRefusedError,
         PromptTooLongError,
     )
@@ -38,6 +39,7 @@ _SOURCES = {
         "EngineNotReadyError",
         "EngineRestartingError",
         "GenerationError",
+        "LimitExceededError",
         "MessageRefusedError",
         "PromptTooLongError",
     ],

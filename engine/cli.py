@@ -7,6 +7,8 @@ Usage::
                                            # --load: start the engine, print its capacity
     python -m engine chat "你好"            # one streamed reply to stdout, stats to stderr
     python -m engine demo-model PATH [--byte-level | --scripted]
+    python -m engine add-user NAME [--users-file PATH]   # password from the terminal
+                                           # (twice) or one line on stdin
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .settings import Settings, SettingsError, env_name, load_settings, setting_sources
+from .users import UserFileError, add_user
 
 if TYPE_CHECKING:
     from .core import ChatEngine
@@ -28,6 +31,7 @@ __all__ = ["main"]
 
 EXIT_BAD_SETTING = 2
 EXIT_ENGINE_ERROR = 1
+DEFAULT_USERS_FILE = "users.txt"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,7 +46,34 @@ def _parser() -> argparse.ArgumentParser:
     kind = demo.add_mutually_exclusive_group()
     kind.add_argument("--byte-level", action="store_true", help="byte-level tokenizer")
     kind.add_argument("--scripted", action="store_true", help="a fixed reply (UI tests)")
+    user = commands.add_parser("add-user", help="add a user who may sign in, or reset one")
+    user.add_argument("name")
+    user.add_argument(
+        "--users-file", type=Path, help=f"default: {env_name('users_file')}, else users.txt"
+    )
     return parser
+
+
+def _read_password() -> str:
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().rstrip("\n")
+    import getpass
+
+    password = getpass.getpass("password: ")
+    if getpass.getpass("again: ") != password:
+        raise UserFileError("the two passwords differ")
+    return password
+
+
+def _add_user(name: str, users_file: Path | None) -> int:
+    path = users_file or Path(os.environ.get(env_name("users_file"), DEFAULT_USERS_FILE))
+    try:
+        add_user(path, name, _read_password())
+    except UserFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTING
+    print(f"{name} can sign in (users file {path}; set {env_name('users_file')}={path})")
+    return 0
 
 
 def _print_settings(settings: Settings) -> None:
@@ -118,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(write_demo_model(args.path, byte_level=args.byte_level, scripted=args.scripted))
         return 0
+    if args.command == "add-user":  # no settings needed: sign-in may not be on yet
+        return _add_user(args.name, args.users_file)
     try:
         settings = load_settings()
     except SettingsError as exc:

@@ -6,7 +6,8 @@
      ├── EngineRestartingError  the engine died and a new one is being built (retry soon)
      ├── GenerationError        one reply failed; the engine keeps working (retryable)
      ├── PromptTooLongError     the newest message alone does not fit (user-fixable)
-     └── MessageRefusedError    the message is empty or over a set limit (user-fixable)
+     ├── MessageRefusedError    the message is empty or over a set limit (user-fixable)
+     └── LimitExceededError     the user has too many replies running or messages a minute
 
 vLLM's own exceptions are translated to these at one boundary (``engine.core``),
 raised ``from`` the original so the log keeps the cause.
@@ -22,6 +23,7 @@ __all__ = [
     "EngineNotReadyError",
     "EngineRestartingError",
     "GenerationError",
+    "LimitExceededError",
     "MessageRefusedError",
     "PromptTooLongError",
 ]
@@ -85,3 +87,15 @@ class MessageRefusedError(EngineError):
         self.size = size
         self.limit = limit
         super().__init__(f"message refused ({reason}): {size}, limit {limit}")
+
+
+class LimitExceededError(EngineError):
+    """The user is over a per-user limit; ``retry_after_s`` when waiting helps."""
+
+    def __init__(
+        self, limit: Literal["replies", "per_minute"], value: int, *, retry_after_s: float | None
+    ) -> None:
+        self.limit = limit
+        self.value = value
+        self.retry_after_s = retry_after_s
+        super().__init__(f"over the limit {limit}={value}")

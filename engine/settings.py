@@ -38,6 +38,7 @@ __all__ = [
 ENV_PREFIX = "ERNIE_"
 ENV_FILE = ".env"
 ENV_FILE_VARIABLE = "ERNIE_ENV_FILE"  # where the settings file is; not itself a setting
+AUTH_SECRET = "CHAINLIT_AUTH_SECRET"  # Chainlit's own variable: signs the session tokens
 
 Dtype = Literal["auto", "bfloat16", "float16", "float32"]
 ProfileName = Literal["high-concurrency", "balanced", "long-context"]
@@ -180,6 +181,21 @@ class Settings(BaseSettings):
         description="How long the stream gathers text before a flush; 0: every delta.",
     )
 
+    # --- access ------------------------------------------------------------------
+    users_file: Path | None = Field(
+        None,
+        description="Sign-in with these users (add one: python -m engine add-user NAME).",
+    )
+    auth_header: str | None = Field(
+        None,
+        min_length=1,
+        description="Sign-in by this header, set by a trusted proxy (e.g. X-Forwarded-User).",
+    )
+    user_max_replies: int = Field(2, ge=1, description="Replies one user may run at once.")
+    user_messages_per_minute: int = Field(
+        20, ge=1, description="Messages one user may send a minute."
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _apply_profile(cls, data: Any) -> Any:
@@ -190,6 +206,21 @@ class Settings(BaseSettings):
         if profile is None:  # the field's own check reports the bad name
             return data
         return {"max_model_len": profile.max_model_len, "max_num_seqs": profile.max_num_seqs} | data
+
+    @model_validator(mode="after")
+    def _sign_in_is_possible(self) -> Settings:
+        if self.users_file is not None and not self.users_file.is_file():
+            raise ValueError(
+                f"{env_name('users_file')}={str(self.users_file)!r}: no such file; create it "
+                f"with: python -m engine add-user NAME"
+            )
+        if (self.users_file or self.auth_header) and not os.environ.get(AUTH_SECRET):
+            which = env_name("users_file" if self.users_file else "auth_header")
+            raise ValueError(
+                f"{which} turns sign-in on, which needs {AUTH_SECRET} (the key that signs "
+                f"sessions): create one with `chainlit create-secret` and set it"
+            )
+        return self
 
     @model_validator(mode="after")
     def _reply_fits(self) -> Settings:
