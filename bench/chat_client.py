@@ -52,6 +52,7 @@ class ChatClient:
         self._reply_id: str | None = None
         self._done = asyncio.Event()
         self.streamed_ids: set[str] = set()  # every message id this chat was streamed
+        self.session_id = str(uuid.uuid4())  # Chainlit's id of this chat's session
         sio.on("stream_start", self._on_stream_start)
         sio.on("stream_token", self._on_stream_token)
         sio.on("new_message", self._on_new_message)
@@ -67,7 +68,7 @@ class ChatClient:
         client = cls(sio)
         auth = {
             "clientType": "webapp",
-            "sessionId": str(uuid.uuid4()),
+            "sessionId": client.session_id,
             "threadId": None,
             "userEnv": "{}",
             "chatProfile": None,

@@ -58,8 +58,7 @@ async def engine_path(plan: Plan, loads: Sequence[int], reply_tokens: int) -> li
     )
     params = SamplingParams(  # the model's sampling defaults, as the app and vLLM's server use
         max_tokens=reply_tokens,
-        ignore_eos=True,
-        stop_token_ids=model.stop_token_ids,
+        ignore_eos=True,  # and no stop ids: every reply runs to reply_tokens, as the app's
         output_kind=RequestOutputKind.DELTA,
         **model.sampling_defaults,
     )

@@ -44,13 +44,16 @@ def build_sampling_params(
         "top_p": options.top_p if options.top_p is not None else settings.top_p,
         "repetition_penalty": settings.repetition_penalty,
     }
+    # ignore_eos: the reply runs to max_tokens, past every stop token (as vLLM's server
+    # does with ignore_eos, which then leaves generation_config's eos ids out too).
+    ignore_eos = bool(extra.pop("ignore_eos", settings.ignore_eos))
     values = {k: v for k, v in model.sampling_defaults.items()}
     values.update({k: v for k, v in chosen.items() if v is not None})
     fields: dict[str, object] = {
         **values,
         "max_tokens": options.reply_budget(settings),
-        "stop_token_ids": list(model.stop_token_ids),
-        "ignore_eos": settings.ignore_eos,
+        "stop_token_ids": [] if ignore_eos else list(model.stop_token_ids),
+        "ignore_eos": ignore_eos,
         "skip_special_tokens": True,
         "detokenize": False,
         "output_kind": RequestOutputKind.DELTA,

@@ -282,3 +282,18 @@ async def test_twenty_chats_at_once_see_only_their_own_tokens(app_server: AppSer
             assert STATS_LINE in reply.final  # its own final message, with its stats
         assert len(set.union(*(c.streamed_ids for c in chats))) == 20
     await app_server.wait_for_running(0, within_s=1)
+
+
+async def test_a_file_sent_to_the_text_model_is_refused_and_the_chat_goes_on(
+    app_server: AppServer,
+) -> None:
+    async with ChatClient.connect(app_server.url) as chat:
+        upload = httpx.post(
+            f"{app_server.url}/project/file",
+            params={"session_id": chat.session_id},
+            files={"file": ("photo.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 64, "image/png")},
+            timeout=10,
+        )
+        assert upload.status_code == 400  # the app offers no uploads: Chainlit refuses them
+        reply = await chat.send("你好")
+        assert reply.error is None and reply.text
