@@ -376,6 +376,9 @@ async def stream_reply(
     if not reply.streaming:
         await thinking.remove()
     conversation.record(message_id, text, reply.content)
+    if not reply.streaming and end is not None and end.finish_reason != "abort":
+        # The model wrote only tokens without text (special ones): say so.
+        await reply.stream_token(t("no_text"))
     reply.content = fix_cjk_emphasis(reply.content) + footer(end, options)
     await reply.send()
 

@@ -35,6 +35,8 @@ from .servers import chainlit_app
 
 __all__ = ["SoakResult", "soak"]
 
+NO_TEXT = "The model wrote no text"  # the app's note (key no_text) in English
+
 
 @dataclass
 class SoakResult:
@@ -43,6 +45,7 @@ class SoakResult:
     replies: int = 0
     failed: int = 0
     truncated: int = 0
+    no_text: int = 0  # whole replies of tokens without text (the app says so); not failures
     ttft_p50_ms: float = 0.0
     ttft_p99_ms: float = 0.0
     rss_after_warmup_mib: float = 0.0
@@ -98,6 +101,7 @@ async def _chat_until(
                     result.problems.append(problem)
             elif reply is not None and reply.ttft_s is not None:
                 ttfts.append(reply.ttft_s)
+                result.no_text += NO_TEXT in (reply.final or "")
             await asyncio.sleep(think_s)
 
 
