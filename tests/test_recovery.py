@@ -30,14 +30,21 @@ from tests.conftest import ENGINE_SETTINGS, hermetic_settings
 REBUILD_S = 180  # a new CPU engine: tens of seconds; generous for a busy machine
 
 
-def kill_engine_core(pid: int) -> int:
-    """SIGKILL the vLLM engine core process under ``pid``; return its pid."""
+def engine_cores(pid: int) -> set[int]:
+    """The vLLM engine core processes under ``pid``."""
+    cores = set()
     for child in psutil.Process(pid).children(recursive=True):
         with contextlib.suppress(psutil.Error):
             if "EngineCore" in child.name() or "EngineCore" in " ".join(child.cmdline()):
-                child.send_signal(signal.SIGKILL)
-                return child.pid
-    raise AssertionError(f"no engine core process under {pid}")
+                cores.add(child.pid)
+    return cores
+
+
+def kill_engine_core(pid: int, *, besides: frozenset[int] = frozenset()) -> None:
+    """SIGKILL the one vLLM engine core under ``pid`` that is not one of ``besides``
+    (the test session's other engines)."""
+    (core,) = engine_cores(pid) - besides
+    os.kill(core, signal.SIGKILL)
 
 
 @pytest.fixture
@@ -47,7 +54,13 @@ def model_copy(demo_model: Path, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def own_engine(model_copy: Path) -> AsyncIterator[ChatEngine]:
+def other_engines() -> frozenset[int]:
+    """The engine cores this test process already has (other tests' engines)."""
+    return frozenset(engine_cores(os.getpid()))
+
+
+@pytest.fixture
+async def own_engine(model_copy: Path, other_engines: frozenset[int]) -> AsyncIterator[ChatEngine]:
     """An engine of its own: killing it must not touch the other tests' engines."""
     settings = {**ENGINE_SETTINGS, "warmup": False, "restart_tries": 1}
     engine = ChatEngine(hermetic_settings(model=str(model_copy), **settings))
@@ -68,7 +81,7 @@ async def until(condition: Callable[[], object], within_s: float, what: str) -> 
 
 
 async def test_a_killed_engine_is_rebuilt_and_chats_go_on(
-    own_engine: ChatEngine, model_copy: Path
+    own_engine: ChatEngine, model_copy: Path, other_engines: frozenset[int]
 ) -> None:
     engine = own_engine
     reply = engine.chat(
@@ -76,7 +89,7 @@ async def test_a_killed_engine_is_rebuilt_and_chats_go_on(
     )
     async with contextlib.aclosing(reply) as events:
         assert isinstance(await anext(events), TextChunk)  # the reply is streaming
-        kill_engine_core(os.getpid())
+        kill_engine_core(os.getpid(), besides=other_engines)
         with pytest.raises(EngineRestartingError):  # the open reply: a clear error
             async for _ in events:
                 pass
@@ -94,7 +107,7 @@ async def test_a_killed_engine_is_rebuilt_and_chats_go_on(
 
     # A death the rebuild cannot survive: its tries end, and the engine says it gave up.
     shutil.rmtree(model_copy)
-    kill_engine_core(os.getpid())
+    kill_engine_core(os.getpid(), besides=other_engines)
     reason = await asyncio.wait_for(engine.wait_gave_up(), REBUILD_S)
     assert engine.status().state is EngineState.FAILED
     assert "1 tries to rebuild it failed" in reason
