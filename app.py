@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import chainlit as cl
+from chainlit.data.sql_alchemy import SQLAlchemyDataLayer
 from chainlit.input_widget import Select, Slider
 from chainlit.server import app as server
+from chainlit.types import ThreadDict
 from fastapi.responses import JSONResponse, Response
 
 from engine import (
@@ -41,11 +43,13 @@ from engine import (
     TextChunk,
     available_system_prompts,
     drop_blocking_sleep,
+    env_name,
     guard_module_getattr,
     metrics,
     new_request_id,
 )
 from engine.conversation import Conversation
+from engine.history import create_schema, redact
 from engine.limits import UserLimits
 from engine.markdown import fix_cjk_emphasis
 from engine.users import verify_password
@@ -152,8 +156,43 @@ if (USER_HEADER := ENGINE.settings.auth_header) is not None:
         return cl.User(identifier=name, metadata={"provider": "header"}) if name else None
 
 
+# Chat history: kept for signed-in users, who find their chats in the sidebar and resume
+# them (also after a restart). Without sign-in no one owns a chat, so none is kept.
+HISTORY_URL = ENGINE.settings.history_url if (USERS_FILE or USER_HEADER) else None
+if HISTORY_URL is not None:
+
+    @cl.data_layer
+    def chat_history() -> SQLAlchemyDataLayer:
+        return SQLAlchemyDataLayer(conninfo=HISTORY_URL)
+
+    @cl.on_chat_resume
+    async def resume_chat(thread: ThreadDict) -> None:
+        """A chat from the history: what it recorded becomes the model's history again."""
+        open_chat(Conversation.restore(step.get("metadata") for step in thread["steps"]))
+
+
+async def open_history(url: str) -> None:
+    """Create the history's tables where missing; a database that cannot be opened stops
+    the app at start, in one line."""
+    try:
+        await create_schema(url)
+    except Exception as exc:
+        cause = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(
+            f"error: {env_name('history_url')}={redact(url)!r}: cannot open the chat "
+            f"history ({type(exc).__name__}: {cause}); check the URL and that the "
+            f"database is reachable, or set it to off",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(2)
+    logger.info("chat history in %s", redact(url))
+
+
 @cl.on_app_startup
-def start_engine() -> None:
+async def start_engine() -> None:
+    if HISTORY_URL is not None:
+        await open_history(HISTORY_URL)
     ENGINE.start()  # in the background: the page answers while the model loads
     asyncio.get_running_loop().create_task(exit_when_the_engine_gives_up())
 
@@ -181,8 +220,13 @@ async def starters(user: Any = None, language: str | None = None) -> list[cl.Sta
 
 @cl.on_chat_start
 async def start_chat() -> None:
+    open_chat(Conversation())
+
+
+def open_chat(conversation: Conversation) -> None:
+    """A new or resumed chat: its state, and the engine's state shown."""
     metrics.CHATS_OPEN.inc()
-    cl.user_session.set("conversation", Conversation())
+    cl.user_session.set("conversation", conversation)
     cl.user_session.set("options", ChatOptions())
     # In the background: Chainlit locks the message box while a handler runs, and a
     # message typed while the model loads must be accepted (and answered once ready).
@@ -375,7 +419,7 @@ async def stream_reply(
         cl.user_session.set("request_id", None)
     if not reply.streaming:
         await thinking.remove()
-    conversation.record(message_id, text, reply.content)
+    reply.metadata = conversation.record(message_id, text, reply.content)  # for the history
     if not reply.streaming and end is not None and end.finish_reason != "abort":
         # The model wrote only tokens without text (special ones): say so.
         await reply.stream_token(t("no_text"))

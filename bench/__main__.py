@@ -3,10 +3,11 @@
 Usage::
 
     python -m bench [--concurrency 1 16 64 256] [--reply-tokens 256]
-                    [--paths engine app http] [--out artifacts/bench]
+                    [--paths engine app http [remote]] [--replicas 1] [--out artifacts/bench]
 
 The model and engine settings are the app's (``ERNIE_*``, ``.env``). Prints a table and
-the ratios, and writes ``bench.json`` and ``bench.png`` into ``--out``.
+the ratios, and writes ``bench.json`` and ``bench.png`` into ``--out``. ``remote`` (only
+when named) is ``--replicas`` apps with ``ERNIE_ENGINE=remote`` on one vLLM server.
 """
 
 from __future__ import annotations
@@ -24,17 +25,20 @@ from engine.preflight import Plan, preflight
 from engine.settings import SettingsError, load_settings
 
 from .measure import LoadResult
-from .paths import PROMPT, app_path, engine_path, http_path
+from .paths import PROMPT, app_path, engine_path, http_path, remote_path
 from .report import comparisons, table, write_chart, write_json
 
-PATHS = ("engine", "app", "http")
+PATHS = ("engine", "app", "http", "remote")  # remote: ERNIE_ENGINE=remote, asked for by name
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
     parser.add_argument("--reply-tokens", type=int, default=256)
-    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
+    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS[:3]))
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="app processes on the remote path's server"
+    )
     parser.add_argument("--out", type=Path, default=Path("artifacts/bench"))
     return parser
 
@@ -48,12 +52,14 @@ async def _run(plan: Plan, args: argparse.Namespace) -> tuple[list[LoadResult], 
         if path == "engine":
             results += await engine_path(plan, loads, args.reply_tokens)
         else:
-            runner = (
-                app_path(loads, args.reply_tokens, args.out)
-                if path == "app"
-                else http_path(plan, loads, args.reply_tokens, args.out)
-            )
-            burst, measured = await runner
+            runner = {
+                "app": lambda: app_path(loads, args.reply_tokens, args.out),
+                "http": lambda: http_path(plan, loads, args.reply_tokens, args.out),
+                "remote": lambda: remote_path(
+                    plan, loads, args.reply_tokens, args.out, args.replicas
+                ),
+            }[path]
+            burst, measured = await runner()
             cold.append(burst)
             results += measured
         print(f"{path}: done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
@@ -75,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])]),
         "machine": f"{plan.hardware.device}, {platform.machine()}",
         "model": settings.model,
-        "settings": {k: v for k, v in settings.model_dump().items() if v is not None},
+        "settings": {
+            k: v for k, v in settings.model_dump(exclude={"history_url"}).items() if v is not None
+        },
         "prompt_chars": len(PROMPT),
         "reply_tokens": args.reply_tokens,
     }

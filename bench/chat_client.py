@@ -4,6 +4,8 @@ Usage::
 
     async with ChatClient.connect(url) as chat:   # opens a chat session, like a new tab
         reply = await chat.send("你好")             # the streamed reply and its timings
+    async with ChatClient.connect(url, headers=cookie, thread_id=chat.thread_id) as again:
+        again.resumed_thread                        # a chat from the history, resumed
 """
 
 from __future__ import annotations
@@ -53,23 +55,28 @@ class ChatClient:
         self._done = asyncio.Event()
         self.streamed_ids: set[str] = set()  # every message id this chat was streamed
         self.session_id = str(uuid.uuid4())  # Chainlit's id of this chat's session
+        self.thread_id: str | None = None  # the chat's id in the history, once it has one
+        self.resumed_thread: dict[str, Any] | None = None  # what the app sent to resume
+        self.messages: list[str] = []  # every message the app sent this chat, in order
         sio.on("stream_start", self._on_stream_start)
         sio.on("stream_token", self._on_stream_token)
         sio.on("new_message", self._on_new_message)
         sio.on("task_end", self._on_task_end)
+        sio.on("resume_thread", self._on_resume_thread)
 
     @classmethod
     @contextlib.asynccontextmanager
     async def connect(
-        cls, url: str, *, headers: dict[str, str] | None = None
+        cls, url: str, *, headers: dict[str, str] | None = None, thread_id: str | None = None
     ) -> AsyncIterator[ChatClient]:
-        """A new chat; ``headers`` go with the websocket handshake (a session cookie)."""
+        """A new chat, or with ``thread_id`` one resumed from the history; ``headers`` go
+        with the websocket handshake (a session cookie)."""
         sio = socketio.AsyncClient()
         client = cls(sio)
         auth = {
             "clientType": "webapp",
             "sessionId": client.session_id,
-            "threadId": None,
+            "threadId": thread_id,
             "userEnv": "{}",
             "chatProfile": None,
         }
@@ -96,6 +103,10 @@ class ChatClient:
         """What the settings panel's confirm button sends (every widget's value)."""
         await self._sio.emit("chat_settings_change", values)
 
+    async def stop(self) -> None:
+        """What the stop button sends."""
+        await self._sio.emit("stop")
+
     async def drop(self) -> None:
         """Lose the connection as a network or proxy does: the websocket closes, with no
         Socket.IO goodbye (the client then reconnects as a browser would)."""
@@ -117,8 +128,12 @@ class ChatClient:
         await asyncio.wait_for(self._done.wait(), timeout_s)
         return self._reply
 
+    async def _on_resume_thread(self, thread: dict[str, Any]) -> None:
+        self.resumed_thread = thread
+
     async def _on_stream_start(self, step: dict[str, Any]) -> None:
         self.streamed_ids.add(step["id"])
+        self.thread_id = step.get("threadId") or self.thread_id
         if self._reply is None:
             return
         self._reply_id = step["id"]
@@ -136,6 +151,8 @@ class ChatClient:
             self._reply.first_text_at = time.monotonic()
 
     async def _on_new_message(self, step: dict[str, Any]) -> None:
+        self.thread_id = step.get("threadId") or self.thread_id
+        self.messages.append(step.get("output") or "")
         if self._reply is None:
             return
         if step.get("id") == self._reply_id:

@@ -67,30 +67,33 @@ def summarise(
 
 
 class ProcessWatch:
-    """CPU seconds between marks, and the peak resident memory, of one process."""
+    """CPU seconds between marks (summed), and the peak resident memory (of the largest),
+    of one or more serving processes."""
 
-    def __init__(self, pid: int, interval_s: float = 0.05) -> None:
-        self._process = psutil.Process(pid)
+    def __init__(self, *pids: int, interval_s: float = 0.05) -> None:
+        self._processes = [psutil.Process(pid) for pid in pids]
         self._interval_s = interval_s
         self._peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
 
+    def _rss(self) -> int:
+        return max(process.memory_info().rss for process in self._processes)
+
     def _sample(self) -> None:
         while not self._stop.is_set():
             try:
-                self._peak = max(self._peak, self._process.memory_info().rss)
+                self._peak = max(self._peak, self._rss())
             except psutil.NoSuchProcess:
                 return
             time.sleep(self._interval_s)
 
     def cpu_s(self) -> float:
-        times = self._process.cpu_times()
-        return float(times.user + times.system)
+        return float(sum(sum(p.cpu_times()[:2]) for p in self._processes))
 
     def reset_peak(self) -> None:
-        self._peak = self._process.memory_info().rss
+        self._peak = self._rss()
 
     @property
     def peak_rss(self) -> int:

@@ -1,4 +1,4 @@
-"""The three paths, each measured at every concurrency of the run."""
+"""The paths, each measured at every concurrency of the run."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from vllm import SamplingParams
@@ -21,9 +21,9 @@ from engine.prompt import PromptBuilder, resolve_system_prompt
 
 from .chat_client import ChatClient, wait_ready
 from .measure import LoadResult, ProcessWatch, ReplyTiming, summarise
-from .servers import chainlit_app, openai_server
+from .servers import Server, chainlit_app, openai_server
 
-__all__ = ["PROMPT", "app_path", "engine_path", "http_path"]
+__all__ = ["PROMPT", "app_path", "engine_path", "http_path", "remote_path"]
 
 # A realistic first message of a Chinese chat: a question with some context (~150 characters).
 PROMPT = (
@@ -85,11 +85,15 @@ async def engine_path(plan: Plan, loads: Sequence[int], reply_tokens: int) -> li
 
 
 async def _chat_load(
-    url: str, chats: int, reply_tokens: int, watch: ProcessWatch, path: str
+    urls: Sequence[str], chats: int, reply_tokens: int, watch: ProcessWatch, path: str
 ) -> LoadResult:
+    """``chats`` chats at once, spread over the servers at ``urls`` in turn."""
     async with contextlib.AsyncExitStack() as stack:
         clients = await asyncio.gather(
-            *(stack.enter_async_context(ChatClient.connect(url)) for _ in range(chats))
+            *(
+                stack.enter_async_context(ChatClient.connect(urls[i % len(urls)]))
+                for i in range(chats)
+            )
         )
         watch.reset_peak()
         before = watch.cpu_s()
@@ -108,15 +112,16 @@ async def _chat_load(
 
 
 async def _socket_loads(
-    path: str, url: str, pid: int, loads: Sequence[int], reply_tokens: int
+    path: str, servers: Sequence[Server], loads: Sequence[int], reply_tokens: int
 ) -> tuple[LoadResult, list[LoadResult]]:
     """A cold burst right after ready (reported apart), a warm-up, then the loads."""
-    watch = ProcessWatch(pid)
+    urls = [server.url for server in servers]
+    watch = ProcessWatch(*(server.process.pid for server in servers))
     try:
         burst = min(64, max(loads))
-        cold = await _chat_load(url, burst, reply_tokens, watch, f"{path}-cold")
-        await _chat_load(url, max(loads), reply_tokens, watch, path)  # warm-up, not counted
-        results = [await _chat_load(url, chats, reply_tokens, watch, path) for chats in loads]
+        cold = await _chat_load(urls, burst, reply_tokens, watch, f"{path}-cold")
+        await _chat_load(urls, max(loads), reply_tokens, watch, path)  # warm-up, not counted
+        results = [await _chat_load(urls, chats, reply_tokens, watch, path) for chats in loads]
         return cold, results
     finally:
         watch.close()
@@ -127,27 +132,52 @@ def _env(**values: str) -> dict[str, str]:
 
 
 async def app_path(
-    loads: Sequence[int], reply_tokens: int, logs: Path
+    loads: Sequence[int], reply_tokens: int, logs: Path, replicas: int = 1, **settings: str
 ) -> tuple[LoadResult, list[LoadResult]]:
-    """``chainlit run app.py`` with the same settings, replies of exactly reply_tokens."""
-    env = _env(ERNIE_MAX_TOKENS=str(reply_tokens), ERNIE_IGNORE_EOS="true")
-    with chainlit_app("app.py", env, logs / "app.log") as server:
-        await wait_ready(server.url, READY_TIMEOUT_S)
-        return await _socket_loads("app", server.url, server.process.pid, loads, reply_tokens)
+    """``chainlit run app.py`` with the same settings, replies of exactly reply_tokens
+    (``replicas`` processes with the chats spread over them: remote engines only)."""
+    path = "remote" if settings.get("ERNIE_ENGINE") == "remote" else "app"
+    env = _env(ERNIE_MAX_TOKENS=str(reply_tokens), ERNIE_IGNORE_EOS="true", **settings)
+    with contextlib.ExitStack() as stack:
+        servers = [
+            stack.enter_context(chainlit_app("app.py", env, logs / f"{path}-{i}.log"))
+            for i in range(replicas)
+        ]
+        for server in servers:
+            await wait_ready(server.url, READY_TIMEOUT_S)
+        return await _socket_loads(path, servers, loads, reply_tokens)
+
+
+@contextlib.asynccontextmanager
+async def _vllm_server(plan: Plan, log: Path) -> AsyncIterator[str]:
+    """vLLM's OpenAI-compatible server with the app's engine arguments: its URL."""
+    args = build_engine_args(plan.settings, cpu=plan.hardware.cpu)
+    with openai_server(args, log) as vllm:
+        await asyncio.to_thread(vllm.wait, "/health", READY_TIMEOUT_S)
+        yield vllm.url
+
+
+async def remote_path(
+    plan: Plan, loads: Sequence[int], reply_tokens: int, logs: Path, replicas: int
+) -> tuple[LoadResult, list[LoadResult]]:
+    """``replicas`` apps with ``ERNIE_ENGINE=remote`` on one vLLM server: the scale-out
+    set-up (a load balancer spreads the chats over the apps)."""
+    async with _vllm_server(plan, logs / "vllm-server-remote.log") as url:
+        return await app_path(
+            loads, reply_tokens, logs, replicas, ERNIE_ENGINE="remote", ERNIE_REMOTE_URL=url
+        )
 
 
 async def http_path(
     plan: Plan, loads: Sequence[int], reply_tokens: int, logs: Path
 ) -> tuple[LoadResult, list[LoadResult]]:
     """vLLM's OpenAI server plus the guides' minimal Chainlit app over streaming HTTP."""
-    args = build_engine_args(plan.settings, cpu=plan.hardware.cpu)
-    with openai_server(args, logs / "vllm-server.log") as vllm:
-        await asyncio.to_thread(vllm.wait, "/health", READY_TIMEOUT_S)
+    async with _vllm_server(plan, logs / "vllm-server.log") as url:
         env = _env(
-            BENCH_VLLM_URL=vllm.url,
+            BENCH_VLLM_URL=url,
             BENCH_MAX_TOKENS=str(reply_tokens),
             BENCH_SYSTEM_PROMPT=resolve_system_prompt(plan.settings.system_prompt),
         )
         with chainlit_app("bench/http_app.py", env, logs / "http-app.log") as server:
             await asyncio.to_thread(server.wait, "/", READY_TIMEOUT_S)
-            return await _socket_loads("http", server.url, server.process.pid, loads, reply_tokens)
+            return await _socket_loads("http", [server], loads, reply_tokens)

@@ -39,9 +39,14 @@ def _by(results: list[LoadResult], path: str) -> dict[int, LoadResult]:
 def comparisons(results: list[LoadResult], cold: list[LoadResult]) -> list[dict[str, Any]]:
     """Per concurrency: app/engine and app/http, and the targets met or missed."""
     engine, app, http = _by(results, "engine"), _by(results, "app"), _by(results, "http")
+    remote = _by(results, "remote")
     rows = []
     for chats, mine in sorted(app.items()):
         row: dict[str, Any] = {"chats": chats}
+        if chats in remote:  # what serving from vLLM servers costs against in-process
+            far = remote[chats]
+            row["remote/app tok/s"] = round(far.total_tokens_per_s / mine.total_tokens_per_s, 3)
+            row["remote-app TTFT p50 ms"] = round(far.ttft_p50_ms - mine.ttft_p50_ms, 1)
         if chats in engine:
             ceiling = engine[chats]
             row["app/engine tok/s"] = round(mine.total_tokens_per_s / ceiling.total_tokens_per_s, 3)
@@ -93,7 +98,7 @@ def write_chart(path: Path, results: list[LoadResult], title: str) -> None:
     import matplotlib.pyplot as plt
 
     figure, (speed, ttft) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for name in ("engine", "app", "http"):
+    for name in ("engine", "app", "http", "remote"):
         rows = sorted(_by(results, name).values(), key=lambda r: r.chats)
         if not rows:
             continue

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     )
     from .prompt import Turn, available_system_prompts
     from .sampling import ChatOptions
-    from .settings import Settings, SettingsError, load_settings
+    from .settings import Settings, SettingsError, env_name, load_settings
     from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk
 
 _SOURCES = {
@@ -45,7 +45,7 @@ _SOURCES = {
     ],
     "prompt": ["Turn", "available_system_prompts"],
     "sampling": ["ChatOptions"],
-    "settings": ["Settings", "SettingsError", "load_settings"],
+    "settings": ["Settings", "SettingsError", "env_name", "load_settings"],
     "stream": ["ReplyEnd", "ReplyStats", "StreamEvent", "TextChunk"],
 }
 _MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}

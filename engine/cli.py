@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .history import redact
 from .settings import Settings, SettingsError, env_name, load_settings, setting_sources
 from .users import UserFileError, add_user
 
@@ -80,6 +81,8 @@ def _print_settings(settings: Settings) -> None:
     sources = setting_sources(settings)
     for field in Settings.model_fields:
         value = getattr(settings, field)
+        if field == "history_url" and value is not None:
+            value = redact(value)  # the database password stays out of terminals and logs
         shown = "(unset: model or backend default)" if value is None else repr(value)
         print(f"{env_name(field):32} {shown}  # {sources[field]}")
 

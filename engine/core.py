@@ -49,6 +49,7 @@ from .message_check import check_message
 from .model_info import ModelInfo, load_model_info
 from .preflight import Plan, preflight
 from .prompt import Prompt, PromptBuilder, Turn, resolve_system_prompt
+from .remote import RemoteEngine, RemoteEngineError, RemoteReport
 from .sampling import ChatOptions, build_sampling_params
 from .settings import Settings, env_name, load_settings
 from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk, TokenBuffer
@@ -83,7 +84,8 @@ def new_request_id() -> str:
 
 
 class ChatEngine:
-    """One vLLM ``AsyncLLM`` and what a chat needs around it."""
+    """One vLLM ``AsyncLLM`` (or, with ``ERNIE_ENGINE=remote``, vLLM servers) and what a
+    chat needs around it."""
 
     _shared: ClassVar[ChatEngine | None] = None
 
@@ -98,9 +100,10 @@ class ChatEngine:
         self._settled = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._llm: AsyncLLM | None = None
+        self._remote: RemoteEngine | None = None  # instead of _llm, for ERNIE_ENGINE=remote
         self._model: ModelInfo | None = None
         self._prompts: PromptBuilder | None = None
-        self._capacity: CapacityReport | None = None
+        self._capacity: CapacityReport | RemoteReport | None = None
         self._system_prompt = resolve_system_prompt(settings.system_prompt)
         self._errors: CoreErrorLog | None = None  # vLLM's errors, from the engine's processes
         self._errors_at_ready = 0
@@ -129,7 +132,7 @@ class ChatEngine:
         return self._model
 
     @property
-    def capacity(self) -> CapacityReport:
+    def capacity(self) -> CapacityReport | RemoteReport:
         """What the loaded engine holds (once ready)."""
         self._require_ready()
         assert self._capacity is not None
@@ -170,6 +173,9 @@ class ChatEngine:
         if self._llm is not None:
             self._llm.shutdown()
             self._llm = None
+        if self._remote is not None:
+            await self._remote.aclose()
+            self._remote = None
         self._close_error_log()
         if ChatEngine._shared is self:
             ChatEngine._shared = None
@@ -191,7 +197,15 @@ class ChatEngine:
         logger.info("engine ready in %.1f s (model %s)", self._load_s, self.settings.model)
 
     async def _build_engine(self) -> None:
-        """A new AsyncLLM, its capacity report and its warm-up."""
+        """A new AsyncLLM (or the remote servers), its capacity report and its warm-up."""
+        if self.settings.engine == "remote":
+            await self._connect_remote()
+        else:
+            await self._start_local()
+        if self.settings.warmup:
+            await self._warm_up()
+
+    async def _start_local(self) -> None:
         args = build_engine_args(self.settings, cpu=self.plan.hardware.cpu)
         self._close_error_log()
         self._errors = CoreErrorLog(Path(tempfile.mkdtemp(prefix="ernie-engine-")))
@@ -201,11 +215,24 @@ class ChatEngine:
         self._capacity = await asyncio.to_thread(capacity_report, self._llm.vllm_config, self.plan)
         for line in self._capacity.lines():
             logger.info("capacity: %s", line)
-        if self.settings.warmup:
-            await self._warm_up()
+
+    async def _connect_remote(self) -> None:
+        """Ask the servers what they serve; prompts must fit the shortest context."""
+        assert self._model is not None
+        self._close_error_log()
+        self._remote = RemoteEngine(self.settings.remote_urls)
+        await self._remote.connect()
+        self._capacity = RemoteReport(self._remote.servers)
+        for line in self._capacity.lines():
+            logger.info("capacity: %s", line)
+        served = self._remote.max_model_len
+        if served is not None and served < self.settings.max_model_len:
+            self._prompts = PromptBuilder(self._model.tokenizer, max_model_len=served)
 
     def _describe(self, exc: Exception) -> str:
         """One line for a failed build, with the engine processes' own root cause."""
+        if isinstance(exc, RemoteEngineError):
+            return f"{exc}; check {env_name('remote_url')} and that vllm serve runs there"
         cause = self._errors.root_cause() if self._errors else None
         if cause:
             logger.error("engine process failed with %s", cause)
@@ -219,9 +246,9 @@ class ChatEngine:
             self._errors = None
 
     def _ready(self) -> None:
-        assert self._errors is not None
         self._load_s = time.monotonic() - self._started_at
-        self._errors_at_ready = self._errors.size()  # later errors are the running engine's
+        # Later errors are the running engine's (a remote engine's are in its servers' logs).
+        self._errors_at_ready = self._errors.size() if self._errors else 0
         self._state = EngineState.READY
         self._reason = None
         self._settled.set()
@@ -290,8 +317,9 @@ class ChatEngine:
         self._gave_up.set()
 
     async def _warm_up(self) -> None:
-        """Run each batch size a chat app sees once, so no user pays the first-batch cost."""
-        assert self._llm is not None and self._model is not None and self._prompts is not None
+        """Run each batch size a chat app sees once, so no user pays the first-batch cost
+        (vLLM's own server does not warm up: the app does it for its remote servers too)."""
+        assert self._model is not None and self._prompts is not None
         prompt = self._prompts.encode([{"role": "user", "content": "你好，请介绍一下你自己。"}])
         params = build_sampling_params(
             self.settings,
@@ -299,25 +327,25 @@ class ChatEngine:
             ChatOptions(max_tokens=WARMUP_TOKENS),
             ignore_eos=True,
         )
-        largest = self._llm.vllm_config.scheduler_config.max_num_seqs
+        largest = (
+            self._llm.vllm_config.scheduler_config.max_num_seqs
+            if self._llm is not None
+            else self.settings.max_num_seqs
+        )
         for size in (s for s in WARMUP_BATCH_SIZES if s <= largest):
             started = time.monotonic()
             await asyncio.gather(*(self._drain(prompt, params) for _ in range(size)))
             logger.info("warm-up: batch of %d in %.2f s", size, time.monotonic() - started)
 
     async def _drain(self, prompt: list[int], params: SamplingParams) -> None:
-        assert self._llm is not None
-        stream = self._llm.generate(
-            TokensPrompt(prompt_token_ids=prompt), params, f"warmup-{uuid.uuid4().hex}"
-        )
+        stream = self._generate(prompt, params, f"warmup-{uuid.uuid4().hex}")
         async with contextlib.aclosing(stream) as outputs:
             async for _ in outputs:
                 pass
 
-    def _require_ready(self) -> AsyncLLM:
-        if self._state is EngineState.READY and self._llm is not None:
-            return self._llm
-        raise self._unavailable()
+    def _require_ready(self) -> None:
+        if self._state is not EngineState.READY:
+            raise self._unavailable()
 
     def _unavailable(self) -> EngineError:
         """The error for a caller while the engine is not ready."""
@@ -333,6 +361,8 @@ class ChatEngine:
     @property
     def running_requests(self) -> int:
         """Requests the engine holds now (running or queued)."""
+        if self._remote is not None:
+            return self._remote.running
         if self._llm is None:
             return 0
         processor: Any = self._llm.output_processor
@@ -342,6 +372,8 @@ class ChatEngine:
         """Stop a reply at once and free its place in the engine; unknown ids are ignored."""
         if self._llm is not None:
             await self._llm.abort(request_id)
+        elif self._remote is not None:
+            await self._remote.abort(request_id)
 
     def check_message(self, text: str) -> str:
         """``text`` cleaned for the prompt; ``MessageRefusedError`` if empty or too long.
@@ -388,6 +420,15 @@ class ChatEngine:
         ):
             yield event
 
+    def _generate(
+        self, ids: list[int], params: SamplingParams, request_id: str
+    ) -> AsyncGenerator[Any, None]:
+        """The engine's stream of outputs for one request (AsyncLLM's, or the servers')."""
+        if self._remote is not None:
+            return self._remote.generate(ids, params, request_id)
+        assert self._llm is not None
+        return self._llm.generate(TokensPrompt(prompt_token_ids=ids), params, request_id)
+
     async def stream(
         self,
         prompt_token_ids: Sequence[int],
@@ -401,7 +442,7 @@ class ChatEngine:
         Closing this generator early (or cancelling its consumer) aborts the request
         in the engine at once.
         """
-        llm = self._require_ready()
+        self._require_ready()
         assert self._model is not None
         ids = list(prompt_token_ids)
         decoder = IncrementalDecoder(self._model.tokenizer, ids)
@@ -411,7 +452,7 @@ class ChatEngine:
         reply_tokens = 0
         finish_reason: Any = "abort"
         try:
-            outputs = llm.generate(TokensPrompt(prompt_token_ids=ids), params, request_id)
+            outputs = self._generate(ids, params, request_id)
             async with contextlib.aclosing(outputs) as stream:
                 async for output in stream:
                     completion = output.outputs[0]
@@ -420,15 +461,22 @@ class ChatEngine:
                         first_token_at = now
                     reply_tokens += len(completion.token_ids)
                     text = buffer.push(completion.token_ids, now=now)
-                    if text:
-                        yield TextChunk(text)
                     if output.finished:
                         finish_reason = completion.finish_reason or "stop"
+                    if text:
+                        yield TextChunk(text)
+                        if not output.finished:
+                            # Until the next flush is due, vLLM merges this request's
+                            # tokens into one output: one wake-up per flush, not per token.
+                            await asyncio.sleep(buffer.wait_s(time.monotonic()))
         except EngineDeadError as exc:
             self._engine_died(exc)
             raise self._unavailable() from exc
         except EngineGenerateError as exc:
             logger.error("request %s failed: %r", request_id, exc.__cause__)
+            raise GenerationError() from exc
+        except RemoteEngineError as exc:
+            logger.error("request %s failed: %s", request_id, exc)
             raise GenerationError() from exc
         if finish_reason not in ("stop", "length", "abort"):
             logger.error("request %s finished with %r", request_id, finish_reason)

@@ -450,4 +450,6 @@ def preflight(settings: Settings) -> Plan:
     config = read_model_config(settings)
     shape = ModelShape.from_config(config) if config is not None else None
     plan = Plan(settings, shape, Hardware.probe())
+    if settings.engine == "remote":  # the servers load the model; here only its tokenizer
+        return plan
     return check_plan(plan, share=plan.memory_share)

@@ -19,10 +19,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .history import HistoryUrlError, database_url
 
 __all__ = [
     "ENV_PREFIX",
@@ -96,6 +99,15 @@ class Settings(BaseSettings):
     )
 
     # --- engine ------------------------------------------------------------------
+    engine: Literal["local", "remote"] = Field(
+        "local",
+        description="local: vLLM in this process; remote: the vLLM servers at REMOTE_URL.",
+    )
+    remote_url: str | None = Field(
+        None,
+        description="Base URLs of OpenAI-compatible vLLM servers, comma-separated "
+        "(ERNIE_ENGINE=remote), e.g. http://gpu-1:8000,http://gpu-2:8000.",
+    )
     profile: ProfileName = Field(
         DEFAULT_PROFILE,
         description="Presets of max_model_len, max_num_seqs and GPU memory share.",
@@ -191,6 +203,11 @@ class Settings(BaseSettings):
         min_length=1,
         description="Sign-in by this header, set by a trusted proxy (e.g. X-Forwarded-User).",
     )
+    history_url: str | None = Field(
+        "sqlite:///history.db",
+        description="Where signed-in users' chats are kept: sqlite:///FILE or "
+        "postgresql://USER:PASSWORD@HOST:PORT/DB; off: nowhere.",
+    )
     user_max_replies: int = Field(2, ge=1, description="Replies one user may run at once.")
     user_messages_per_minute: int = Field(
         20, ge=1, description="Messages one user may send a minute."
@@ -206,6 +223,44 @@ class Settings(BaseSettings):
         if profile is None:  # the field's own check reports the bad name
             return data
         return {"max_model_len": profile.max_model_len, "max_num_seqs": profile.max_num_seqs} | data
+
+    @field_validator("remote_url")
+    @classmethod
+    def _server_urls(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        urls = [url.strip().rstrip("/") for url in value.split(",") if url.strip()]
+        for url in urls:
+            parsed = urlsplit(url)
+            if parsed.scheme not in ("http", "https") or not parsed.hostname:
+                raise ValueError(f"{url!r} is not an http(s) URL such as http://gpu-1:8000")
+        return ",".join(urls)
+
+    @property
+    def remote_urls(self) -> list[str]:
+        return self.remote_url.split(",") if self.remote_url else []
+
+    @model_validator(mode="after")
+    def _remote_has_servers(self) -> Settings:
+        if self.engine == "remote" and not self.remote_url:
+            raise ValueError(
+                f"{env_name('engine')}=remote needs {env_name('remote_url')}: the base URL of "
+                f"one or more vLLM servers (vllm serve), e.g. http://gpu-1:8000"
+            )
+        return self
+
+    @field_validator("history_url")
+    @classmethod
+    def _history_database(cls, url: str | None) -> str | None:
+        if url is None or url.strip().lower() in ("", "off"):
+            return None
+        try:
+            return database_url(url.strip())
+        except HistoryUrlError as exc:
+            raise ValueError(
+                f"{exc}; use sqlite:///path/history.db, "
+                f"postgresql://user:password@host:5432/db, or off"
+            ) from None
 
     @model_validator(mode="after")
     def _sign_in_is_possible(self) -> Settings:
@@ -314,7 +369,8 @@ def _one_line(exc: ValidationError) -> str:
         fix = "unset it for the default"
     else:
         fix = f"the default is {default!r}"
-    return f"{env_name(field)}={value!r}: {error['msg'].lower()} ({fix})"
+    why = str(error["msg"]).removeprefix("Value error, ")
+    return f"{env_name(field)}={value!r}: {why[:1].lower()}{why[1:]} ({fix})"
 
 
 def load_settings(**overrides: Any) -> Settings:

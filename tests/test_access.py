@@ -99,6 +99,7 @@ def signed_app(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         "ERNIE_USER_MAX_REPLIES": "1",
         "ERNIE_USER_MESSAGES_PER_MINUTE": "3",
         "CHAINLIT_AUTH_SECRET": SECRET,
+        "ERNIE_HISTORY_URL": f"sqlite:///{folder / 'history.db'}",
     }
     server = AppServer.start(env, folder / "app.log")
     yield server

@@ -24,21 +24,9 @@ from engine import (
 )
 from engine.sampling import build_sampling_params
 
-from .conftest import RunningEngine, hermetic_settings
+from .conftest import RunningEngine, collect, hermetic_settings, text_of
 
 pytestmark = pytest.mark.engine
-
-
-async def collect(stream: object) -> list[StreamEvent]:
-    events: list[StreamEvent] = []
-    async with contextlib.aclosing(stream) as items:  # type: ignore[type-var]
-        async for event in items:
-            events.append(event)
-    return events
-
-
-def text_of(events: list[StreamEvent]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextChunk))
 
 
 async def wait_idle(engine: ChatEngine, within_s: float = 1.0) -> None:

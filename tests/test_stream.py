@@ -83,6 +83,16 @@ def test_buffer_flushes_first_text_at_once_then_per_interval(byte_tokenizer: Any
     assert "".join(t for _, t in flushes) + rest == "abcdefghijklmnopqrstuvwxyz" * 4
 
 
+def test_buffer_says_how_long_until_the_next_flush(byte_tokenizer: Any) -> None:
+    buffer = TokenBuffer(IncrementalDecoder(byte_tokenizer, []), interval_s=0.05)
+    assert buffer.wait_s(10.0) == 0.0  # nothing flushed yet: the first text goes at once
+    assert buffer.push(ids_of(byte_tokenizer, "a"), now=10.0) == "a"
+    assert buffer.wait_s(10.02) == pytest.approx(0.03)
+    assert buffer.push(ids_of(byte_tokenizer, "b"), now=10.02) == ""  # held
+    assert buffer.wait_s(10.07) == 0.0  # due: the consumer does not sleep
+    assert buffer.push(ids_of(byte_tokenizer, "c"), now=10.07) == "bc"
+
+
 def test_zero_interval_flushes_every_delta(byte_tokenizer: Any) -> None:
     buffer = TokenBuffer(IncrementalDecoder(byte_tokenizer, []), interval_s=0)
     texts = [buffer.push([t], now=0.0) for t in ids_of(byte_tokenizer, "abc")]
