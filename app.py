@@ -408,8 +408,12 @@ async def stream_reply(
                 elif isinstance(event, ReplyEnd):
                     end = event
                     metrics.record_reply(end)
-    except asyncio.CancelledError:  # the stop button: keep what was said
-        conversation.record(message_id, text, reply.content)
+    except asyncio.CancelledError:  # the stop button or a closed chat: keep what was said
+        if end is None:  # cancelled before the engine's abort came back (a reader asleep)
+            metrics.record_cancelled_reply()
+        reply.metadata = conversation.record(message_id, text, reply.content)
+        with contextlib.suppress(Exception):  # the chat may be gone (a closed tab)
+            await (reply.update() if reply.streaming else thinking.remove())  # and stored
         raise
     except Exception as exc:
         await thinking.remove()

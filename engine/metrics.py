@@ -19,6 +19,7 @@ __all__ = [
     "MESSAGES",
     "STOPS",
     "exposition",
+    "record_cancelled_reply",
     "record_reply",
 ]
 
@@ -46,6 +47,12 @@ def record_reply(end: ReplyEnd) -> None:
     REPLY_TOKENS.observe(end.stats.reply_tokens)
     if end.stats.ttft_s is not None:
         TIME_TO_FIRST_TOKEN.observe(end.stats.ttft_s)
+
+
+def record_cancelled_reply() -> None:
+    """A reply whose handler was cancelled (stop button, closed chat) before its end
+    arrived: the engine aborts it, and it counts as aborted."""
+    REPLIES.labels(finish_reason="abort").inc()
 
 
 def exposition() -> bytes:

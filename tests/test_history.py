@@ -5,6 +5,7 @@ sees nor opens it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -24,12 +25,13 @@ from bench.servers import free_port
 from engine.conversation import Conversation
 from engine.history import create_schema, database_url
 from engine.users import add_user
-from tests.browser import AppServer
+from tests.browser import STATS_LINE, AppServer
 
 PASSWORD = "history-pass-1"
 SECRET = "history-secret-" + "x" * 40
 FIRST = "请记住：我的猫叫小花。"
 SECOND = "我的猫叫什么名字？"
+LONG = "请写一篇很长的文章。"
 
 
 # --- the conversation a resumed chat rebuilds (no server) ------------------------------
@@ -163,6 +165,21 @@ def prompt_tokens(reply: Reply) -> int:
     return int(found.group(1))
 
 
+async def stop_a_long_reply(chat: ChatClient) -> str:
+    """Ask for a long reply, press stop once its text streams; what was written."""
+    await chat.change_settings(
+        {"temperature": 0.8, "top_p": 0.8, "max_tokens": 1024, "system_prompt": "zh"}
+    )
+    previous = chat.reply
+    sending = asyncio.create_task(chat.send(LONG, timeout_s=120))
+    while chat.reply is previous or chat.reply is None or len(chat.reply.frames) < 3:
+        await asyncio.sleep(0.02)
+    await chat.stop()
+    reply = await sending
+    assert reply.error is None and STATS_LINE not in reply.text  # stopped, not finished
+    return reply.text
+
+
 async def chat_survives_a_restart(demo_model: Path, folder: Path, history_url: str) -> None:
     app = start_app(demo_model, folder, history_url)
     try:
@@ -171,6 +188,7 @@ async def chat_survives_a_restart(demo_model: Path, folder: Path, history_url: s
         async with ChatClient.connect(app.url, headers=alice) as chat:
             first = await chat.send(FIRST, timeout_s=120)
             thread_id = chat.thread_id
+            stopped = await stop_a_long_reply(chat)
         assert first.error is None and first.final and thread_id
         async with ChatClient.connect(app.url, headers=alice) as fresh:
             fresh_prompt = prompt_tokens(await fresh.send(SECOND, timeout_s=120))  # no history
@@ -187,6 +205,7 @@ async def chat_survives_a_restart(demo_model: Path, folder: Path, history_url: s
             assert resumed is not None, "the app did not resume the chat"
             outputs = [step["output"] for step in resumed["steps"]]
             assert FIRST in outputs and first.final in outputs
+            assert stopped in outputs  # a stopped reply is kept as far as it went
             second = await chat.send(SECOND, timeout_s=120)
         # The model saw the first exchange again: the resumed prompt holds it.
         assert prompt_tokens(second) > fresh_prompt + len(FIRST)
