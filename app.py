@@ -177,7 +177,7 @@ async def open_history(url: str) -> None:
     try:
         await create_schema(url)
     except Exception as exc:
-        cause = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        cause = next(iter(str(exc).strip().splitlines()), "")
         print(
             f"error: {env_name('history_url')}={redact(url)!r}: cannot open the chat "
             f"history ({type(exc).__name__}: {cause}); check the URL and that the "

@@ -132,11 +132,17 @@ def _env(**values: str) -> dict[str, str]:
 
 
 async def app_path(
-    loads: Sequence[int], reply_tokens: int, logs: Path, replicas: int = 1, **settings: str
+    loads: Sequence[int],
+    reply_tokens: int,
+    logs: Path,
+    *,
+    path: str = "app",
+    replicas: int = 1,
+    **settings: str,
 ) -> tuple[LoadResult, list[LoadResult]]:
-    """``chainlit run app.py`` with the same settings, replies of exactly reply_tokens
-    (``replicas`` processes with the chats spread over them: remote engines only)."""
-    path = "remote" if settings.get("ERNIE_ENGINE") == "remote" else "app"
+    """``chainlit run app.py`` with the same settings (and ``settings``), replies of
+    exactly reply_tokens (``replicas`` processes with the chats spread over them: remote
+    engines only)."""
     env = _env(ERNIE_MAX_TOKENS=str(reply_tokens), ERNIE_IGNORE_EOS="true", **settings)
     with contextlib.ExitStack() as stack:
         servers = [
@@ -164,7 +170,13 @@ async def remote_path(
     set-up (a load balancer spreads the chats over the apps)."""
     async with _vllm_server(plan, logs / "vllm-server-remote.log") as url:
         return await app_path(
-            loads, reply_tokens, logs, replicas, ERNIE_ENGINE="remote", ERNIE_REMOTE_URL=url
+            loads,
+            reply_tokens,
+            logs,
+            path="remote",
+            replicas=replicas,
+            ERNIE_ENGINE="remote",
+            ERNIE_REMOTE_URL=url,
         )
 
 

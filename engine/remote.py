@@ -185,11 +185,6 @@ class RemoteEngine:
     def running(self) -> int:
         return len(self._requests)
 
-    @property
-    def errored(self) -> bool:
-        """A server's failure shows in the request it breaks, not as a dead engine."""
-        return False
-
     def _least_busy(self) -> RemoteServer:
         open_replies = {s.url: 0 for s in self.servers}
         for request in self._requests.values():
