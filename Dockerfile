@@ -2,7 +2,7 @@
 #   docker build -t ernie-chat .                        # GPU hosts: requirements.txt (vllm)
 #   docker build -t ernie-chat:cpu --build-arg TARGET=cpu .   # no GPU: requirements/cpu.txt
 # Both install the lock with scripts/setup.sh and start with scripts/start.sh, as the
-# README does (tests/test_docker.py holds them to it). docker-compose.yml runs it.
+# README does (tests/tools/test_docker.py holds them to it). docker-compose.yml runs it.
 FROM python:3.11.14-slim-trixie
 
 ARG TARGET=gpu

@@ -3,7 +3,8 @@
 Usage::
 
     python -m bench [--concurrency 1 16 64 256] [--reply-tokens 256]
-                    [--paths engine app http [remote]] [--replicas 1] [--out artifacts/bench]
+                    [--paths engine app http [remote]] [--replicas 1] [--vllm-url URL]
+                    [--out artifacts/bench]
 
 The model and engine settings are the app's (``ERNIE_*``, ``.env``). Prints a table and
 the ratios, and writes ``bench.json`` and ``bench.png`` into ``--out``. ``remote`` (only
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -21,11 +23,12 @@ import sys
 import time
 from pathlib import Path
 
-from engine.preflight import Plan, preflight
-from engine.settings import SettingsError, load_settings
+from deploy.loading import load_settings
+from deploy.preflight import Plan, preflight
+from deploy.settings import SettingsError
 
 from .measure import LoadResult
-from .paths import PROMPT, app_path, engine_path, http_path, remote_path
+from .paths import PROMPT, app_path, engine_path, http_path, remote_path, vllm_server
 from .report import comparisons, table, write_chart, write_json
 
 PATHS = ("engine", "app", "http", "remote")  # remote: ERNIE_ENGINE=remote, asked for by name
@@ -39,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--replicas", type=int, default=1, help="app processes on the remote path's server"
     )
+    parser.add_argument(
+        "--vllm-url",
+        help="a running vLLM server (vllm serve --served-model-name bench, the same model) "
+        "for the http and remote paths; default: start one",
+    )
     parser.add_argument("--out", type=Path, default=Path("artifacts/bench"))
     return parser
 
@@ -46,23 +54,35 @@ def _parser() -> argparse.ArgumentParser:
 async def _run(plan: Plan, args: argparse.Namespace) -> tuple[list[LoadResult], list[LoadResult]]:
     results: list[LoadResult] = []
     cold: list[LoadResult] = []
-    loads = sorted(set(args.concurrency))
-    for path in args.paths:
-        started = time.monotonic()
-        if path == "engine":
-            results += await engine_path(plan, loads, args.reply_tokens)
-        else:
-            runner = {
-                "app": lambda: app_path(loads, args.reply_tokens, args.out),
-                "http": lambda: http_path(plan, loads, args.reply_tokens, args.out),
-                "remote": lambda: remote_path(
-                    plan, loads, args.reply_tokens, args.out, args.replicas
-                ),
-            }[path]
-            burst, measured = await runner()
-            cold.append(burst)
-            results += measured
-        print(f"{path}: done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    loads, tokens, out = sorted(set(args.concurrency)), args.reply_tokens, args.out
+    async with contextlib.AsyncExitStack() as stack:
+        server: list[str] = []  # one vLLM server for the http and remote paths, once needed
+
+        async def url() -> str:
+            if args.vllm_url:
+                return str(args.vllm_url)
+            if not server:
+                log = out / "vllm-server.log"
+                server.append(await stack.enter_async_context(vllm_server(plan, log)))
+            return server[0]
+
+        for path in args.paths:
+            started = time.monotonic()
+            if path == "engine":
+                results += await engine_path(plan, loads, tokens)
+            else:
+                if path == "app":
+                    burst, measured = await app_path(loads, tokens, out)
+                elif path == "http":
+                    burst, measured = await http_path(await url(), plan, loads, tokens, out)
+                else:
+                    burst, measured = await remote_path(
+                        await url(), loads, tokens, out, args.replicas
+                    )
+                cold.append(burst)
+                results += measured
+            took = time.monotonic() - started
+            print(f"{path}: done in {took:.0f} s", file=sys.stderr, flush=True)
     return results, cold
 
 

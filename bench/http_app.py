@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
 
 import chainlit as cl
 import httpx
+from httpx_sse import aconnect_sse
 
 VLLM_URL = os.environ["BENCH_VLLM_URL"]
 MAX_TOKENS = int(os.environ["BENCH_MAX_TOKENS"])
@@ -33,21 +33,11 @@ async def answer(message: cl.Message) -> None:
         "ignore_eos": True,  # every path generates the same number of tokens
     }
     reply = cl.Message(content="")
-    async with client.stream("POST", "/v1/chat/completions", json=body) as response:
-        async for data in server_sent_events(response):
-            delta = json.loads(data)["choices"][0]["delta"]
+    async with aconnect_sse(client, "POST", "/v1/chat/completions", json=body) as source:
+        async for event in source.aiter_sse():  # the SSE spec's framing, via httpx-sse
+            if event.data == "[DONE]":
+                continue  # read to the end: httpx's iterators then close in this task
+            delta = json.loads(event.data)["choices"][0]["delta"]
             if delta.get("content"):
                 await reply.stream_token(delta["content"])
     await reply.send()
-
-
-async def server_sent_events(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The data of each event. Split on the blank line SSE defines, not on every Unicode
-    line break as text line readers do: model text may hold U+2028 and the like."""
-    pending = b""
-    async for chunk in response.aiter_bytes():
-        *events, pending = (pending + chunk).split(b"\n\n")
-        for event in events:
-            data = event.removeprefix(b"data: ")
-            if data and data != b"[DONE]":
-                yield data

@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil
 
-__all__ = ["LoadResult", "ProcessWatch", "ReplyTiming", "summarise"]
+__all__ = ["LoadResult", "ProcessWatch", "ReplyTiming", "p99", "summarise"]
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,11 @@ class LoadResult:
         return asdict(self)
 
 
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+def p99(values: list[float]) -> float:
+    """The 99th percentile (the one value, when there is one)."""
+    if len(values) < 2:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
 def summarise(
@@ -56,7 +58,7 @@ def summarise(
         chats=len(replies),
         reply_tokens=reply_tokens,
         ttft_p50_ms=round(statistics.median(ttfts) * 1000, 1),
-        ttft_p99_ms=round(_percentile(ttfts, 0.99) * 1000, 1),
+        ttft_p99_ms=round(p99(ttfts) * 1000, 1),
         chat_tokens_per_s_p50=round(statistics.median(speeds), 1),
         total_tokens_per_s=round(tokens / wall, 1),
         frames_per_reply=round(sum(r.frames for r in replies) / len(replies), 1),

@@ -14,16 +14,17 @@ from vllm.inputs import TokensPrompt
 from vllm.sampling_params import RequestOutputKind
 from vllm.v1.engine.async_llm import AsyncLLM
 
-from engine.engine_args import build_engine_args
-from engine.model_info import load_model_info
-from engine.preflight import Plan
-from engine.prompt import PromptBuilder, resolve_system_prompt
+from deploy.engine_args import build_engine_args
+from deploy.model_info import load_model_info
+from deploy.preflight import Plan
+from deploy.system_prompts import resolve_system_prompt
+from engine.prompt import PromptBuilder
+from testing.chat_client import ChatClient, wait_ready
+from testing.servers import AppServer, Server, openai_server
 
-from .chat_client import ChatClient, wait_ready
 from .measure import LoadResult, ProcessWatch, ReplyTiming, summarise
-from .servers import Server, chainlit_app, openai_server
 
-__all__ = ["PROMPT", "app_path", "engine_path", "http_path", "remote_path"]
+__all__ = ["PROMPT", "app_path", "engine_path", "http_path", "remote_path", "vllm_server"]
 
 # A realistic first message of a Chinese chat: a question with some context (~150 characters).
 PROMPT = (
@@ -33,6 +34,11 @@ PROMPT = (
     "并说明每个地方大概需要多长时间。"
 )
 READY_TIMEOUT_S = 900
+
+
+def _settings_env() -> dict[str, str]:
+    """This run's ERNIE_* settings, for the apps it starts (they read no other)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("ERNIE_")}
 
 
 async def _drain(llm: AsyncLLM, prompt: list[int], params: SamplingParams) -> ReplyTiming:
@@ -62,7 +68,7 @@ async def engine_path(plan: Plan, loads: Sequence[int], reply_tokens: int) -> li
         output_kind=RequestOutputKind.DELTA,
         **model.sampling_defaults,
     )
-    llm = AsyncLLM.from_engine_args(build_engine_args(settings, cpu=plan.hardware.cpu))
+    llm = AsyncLLM.from_engine_args(build_engine_args(plan))
     watch = ProcessWatch(os.getpid())
     try:
         await asyncio.gather(*(_drain(llm, prompt.token_ids, params) for _ in range(max(loads))))
@@ -127,10 +133,6 @@ async def _socket_loads(
         watch.close()
 
 
-def _env(**values: str) -> dict[str, str]:
-    return {**os.environ, **values}
-
-
 async def app_path(
     loads: Sequence[int],
     reply_tokens: int,
@@ -143,10 +145,11 @@ async def app_path(
     """``chainlit run app.py`` with the same settings (and ``settings``), replies of
     exactly reply_tokens (``replicas`` processes with the chats spread over them: remote
     engines only)."""
-    env = _env(ERNIE_MAX_TOKENS=str(reply_tokens), ERNIE_IGNORE_EOS="true", **settings)
+    env = {**_settings_env(), **settings}
+    env.update(ERNIE_MAX_TOKENS=str(reply_tokens), ERNIE_IGNORE_EOS="true")
     with contextlib.ExitStack() as stack:
         servers = [
-            stack.enter_context(chainlit_app("app.py", env, logs / f"{path}-{i}.log"))
+            stack.enter_context(AppServer.run(env, logs / f"{path}-{i}.log"))
             for i in range(replicas)
         ]
         for server in servers:
@@ -155,41 +158,39 @@ async def app_path(
 
 
 @contextlib.asynccontextmanager
-async def _vllm_server(plan: Plan, log: Path) -> AsyncIterator[str]:
-    """vLLM's OpenAI-compatible server with the app's engine arguments: its URL."""
-    args = build_engine_args(plan.settings, cpu=plan.hardware.cpu)
-    with openai_server(args, log) as vllm:
+async def vllm_server(plan: Plan, log: Path) -> AsyncIterator[str]:
+    """vLLM's OpenAI-compatible server with the app's engine arguments: its URL (the
+    http and remote paths share one per run)."""
+    with openai_server(plan, log) as vllm:
         await asyncio.to_thread(vllm.wait, "/health", READY_TIMEOUT_S)
         yield vllm.url
 
 
 async def remote_path(
-    plan: Plan, loads: Sequence[int], reply_tokens: int, logs: Path, replicas: int
+    url: str, loads: Sequence[int], reply_tokens: int, logs: Path, replicas: int
 ) -> tuple[LoadResult, list[LoadResult]]:
-    """``replicas`` apps with ``ERNIE_ENGINE=remote`` on one vLLM server: the scale-out
-    set-up (a load balancer spreads the chats over the apps)."""
-    async with _vllm_server(plan, logs / "vllm-server-remote.log") as url:
-        return await app_path(
-            loads,
-            reply_tokens,
-            logs,
-            path="remote",
-            replicas=replicas,
-            ERNIE_ENGINE="remote",
-            ERNIE_REMOTE_URL=url,
-        )
+    """``replicas`` apps with ``ERNIE_ENGINE=remote`` on the vLLM server at ``url``: the
+    scale-out set-up (a load balancer spreads the chats over the apps)."""
+    return await app_path(
+        loads,
+        reply_tokens,
+        logs,
+        path="remote",
+        replicas=replicas,
+        ERNIE_ENGINE="remote",
+        ERNIE_REMOTE_URL=url,
+    )
 
 
 async def http_path(
-    plan: Plan, loads: Sequence[int], reply_tokens: int, logs: Path
+    url: str, plan: Plan, loads: Sequence[int], reply_tokens: int, logs: Path
 ) -> tuple[LoadResult, list[LoadResult]]:
-    """vLLM's OpenAI server plus the guides' minimal Chainlit app over streaming HTTP."""
-    async with _vllm_server(plan, logs / "vllm-server.log") as url:
-        env = _env(
-            BENCH_VLLM_URL=url,
-            BENCH_MAX_TOKENS=str(reply_tokens),
-            BENCH_SYSTEM_PROMPT=resolve_system_prompt(plan.settings.system_prompt),
-        )
-        with chainlit_app("bench/http_app.py", env, logs / "http-app.log") as server:
-            await asyncio.to_thread(server.wait, "/", READY_TIMEOUT_S)
-            return await _socket_loads("http", [server], loads, reply_tokens)
+    """The guides' minimal Chainlit app over streaming HTTP to the vLLM server at ``url``."""
+    env = {
+        "BENCH_VLLM_URL": url,
+        "BENCH_MAX_TOKENS": str(reply_tokens),
+        "BENCH_SYSTEM_PROMPT": resolve_system_prompt(plan.settings.system_prompt),
+    }
+    with AppServer.run(env, logs / "http-app.log", app="bench/http_app.py") as server:
+        await asyncio.to_thread(server.wait, "/", READY_TIMEOUT_S)
+        return await _socket_loads("http", [server], loads, reply_tokens)

@@ -29,9 +29,11 @@ from pathlib import Path
 
 import psutil
 
-from .chat_client import ChatClient, Reply, wait_ready
+from testing.chat_client import ChatClient, Reply, wait_ready
+from testing.servers import AppServer
+
+from .measure import p99
 from .paths import PROMPT, READY_TIMEOUT_S
-from .servers import chainlit_app
 
 __all__ = ["SoakResult", "soak"]
 
@@ -127,22 +129,21 @@ async def soak(
     )
     result.rss_at_end_mib = _rss_mib(process)
     if ttfts:
-        ttfts.sort()
         result.ttft_p50_ms = round(statistics.median(ttfts) * 1000, 1)
-        result.ttft_p99_ms = round(ttfts[min(len(ttfts) - 1, int(len(ttfts) * 0.99))] * 1000, 1)
+        result.ttft_p99_ms = round(p99(ttfts) * 1000, 1)
     return result
 
 
 async def _run(args: argparse.Namespace) -> SoakResult:
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k.startswith("ERNIE_")},
         "ERNIE_MAX_TOKENS": str(args.reply_tokens),
         "ERNIE_IGNORE_EOS": "true",
         "ERNIE_USER_MESSAGES_PER_MINUTE": "1000",  # the load, not the limits, is tested
     }
     log = Path(tempfile.mkdtemp(prefix="soak-")) / "app.log"
     print(f"soak: app log {log}", file=sys.stderr)
-    with chainlit_app("app.py", env, log) as server:
+    with AppServer.run(env, log) as server:
         await wait_ready(server.url, READY_TIMEOUT_S)
         return await soak(
             server.url,

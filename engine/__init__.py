@@ -1,7 +1,8 @@
-"""The chat engine: settings, one in-process vLLM engine, prompts and clean reply streams.
+"""The model side: a backend that runs the model, kept alive, and the reply path on it.
 
-The data path reads in one direction: settings -> engine -> prompt -> stream. This
-package never imports Chainlit; ``app.py`` never imports vLLM.
+The data path reads one way: settings (``deploy``) -> engine -> web app (``chat``).
+This package never imports Chainlit. Its public names are below; the modules behind
+them are its own business (``engine.backend`` is the seam for new backends).
 
 Names are imported on first use: importing vLLM takes seconds, and ``python -m engine
 check`` or a bad setting should answer without it.
@@ -13,44 +14,63 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .compat import drop_blocking_sleep, guard_module_getattr
-    from .core import ChatEngine, EngineState, EngineStatus, new_request_id
+    from .backend import Backend, BackendDeadError, BackendStartError
     from .errors import (
         EngineError,
         EngineFailedError,
         EngineNotReadyError,
         EngineRestartingError,
         GenerationError,
-        LimitExceededError,
         MessageRefusedError,
         PromptTooLongError,
     )
-    from .prompt import Turn, available_system_prompts
+    from .prompt import Turn
+    from .replies import ChatEngine, new_request_id
     from .sampling import ChatOptions
-    from .settings import Settings, SettingsError, env_name, load_settings
     from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk
+    from .supervisor import EngineState, EngineStatus
 
 _SOURCES = {
-    "compat": ["drop_blocking_sleep", "guard_module_getattr"],
-    "core": ["ChatEngine", "EngineState", "EngineStatus", "new_request_id"],
+    "backend": ["Backend", "BackendDeadError", "BackendStartError"],
     "errors": [
         "EngineError",
         "EngineFailedError",
         "EngineNotReadyError",
         "EngineRestartingError",
         "GenerationError",
-        "LimitExceededError",
         "MessageRefusedError",
         "PromptTooLongError",
     ],
-    "prompt": ["Turn", "available_system_prompts"],
+    "prompt": ["Turn"],
+    "replies": ["ChatEngine", "new_request_id"],
     "sampling": ["ChatOptions"],
-    "settings": ["Settings", "SettingsError", "env_name", "load_settings"],
     "stream": ["ReplyEnd", "ReplyStats", "StreamEvent", "TextChunk"],
+    "supervisor": ["EngineState", "EngineStatus"],
 }
 _MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
 
-__all__ = sorted(_MODULE_OF)
+__all__ = [
+    "Backend",
+    "BackendDeadError",
+    "BackendStartError",
+    "ChatEngine",
+    "ChatOptions",
+    "EngineError",
+    "EngineFailedError",
+    "EngineNotReadyError",
+    "EngineRestartingError",
+    "EngineState",
+    "EngineStatus",
+    "GenerationError",
+    "MessageRefusedError",
+    "PromptTooLongError",
+    "ReplyEnd",
+    "ReplyStats",
+    "StreamEvent",
+    "TextChunk",
+    "Turn",
+    "new_request_id",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -21,12 +21,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .history import redact
-from .settings import Settings, SettingsError, env_name, load_settings, setting_sources
-from .users import UserFileError, add_user
+from deploy.database import redact
+from deploy.loading import load_settings
+from deploy.settings import Settings, SettingsError, env_name
+from deploy.users import UserFileError, add_user
 
 if TYPE_CHECKING:
-    from .core import ChatEngine
+    from .replies import ChatEngine
 
 __all__ = ["main"]
 
@@ -78,7 +79,7 @@ def _add_user(name: str, users_file: Path | None) -> int:
 
 
 def _print_settings(settings: Settings) -> None:
-    sources = setting_sources(settings)
+    sources = settings.origins
     for field in Settings.model_fields:
         value = getattr(settings, field)
         if field == "history_url" and value is not None:
@@ -106,8 +107,9 @@ async def _check(engine: ChatEngine, load: bool) -> None:
             print(line)
 
 
-async def _chat(engine: ChatEngine, message: str) -> None:
-    from .core import new_request_id
+async def chat_to_terminal(engine: ChatEngine, message: str) -> None:
+    """One streamed reply on stdout, its stats line on stderr."""
+    from .replies import new_request_id
     from .stream import ReplyEnd, TextChunk
 
     await engine.wait_ready()
@@ -124,11 +126,11 @@ async def _chat(engine: ChatEngine, message: str) -> None:
 
 async def _run(args: argparse.Namespace, settings: Settings) -> int:
     """Build the engine (its checks exit 2), then check or chat (engine errors exit 1)."""
-    from .core import ChatEngine
     from .errors import EngineError
+    from .replies import ChatEngine
 
     try:
-        engine = ChatEngine(settings)
+        engine = ChatEngine.from_settings(settings)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_SETTING
@@ -136,7 +138,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
         if args.command == "check":
             await _check(engine, args.load)
         else:
-            await _chat(engine, args.message)
+            await chat_to_terminal(engine, args.message)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ENGINE_ERROR
@@ -148,7 +150,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "demo-model":
-        from .demo import write_demo_model
+        from deploy.demo_model import write_demo_model
 
         print(write_demo_model(args.path, byte_level=args.byte_level, scripted=args.scripted))
         return 0

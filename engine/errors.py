@@ -7,10 +7,12 @@
      ├── GenerationError        one reply failed; the engine keeps working (retryable)
      ├── PromptTooLongError     the newest message alone does not fit (user-fixable)
      ├── MessageRefusedError    the message is empty or over a set limit (user-fixable)
-     └── LimitExceededError     the user has too many replies running or messages a minute
+     ├── BackendStartError      the backend could not start (engine.backend; one line)
+     └── BackendDeadError       the backend's engine died while answering (engine.backend)
 
-vLLM's own exceptions are translated to these at one boundary (``engine.core``),
-raised ``from`` the original so the log keeps the cause.
+vLLM's and httpx's own exceptions are translated to these at one boundary, in each
+backend (``engine.local``, ``engine.remote``), raised ``from`` the original so the log
+keeps the cause.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ __all__ = [
     "EngineNotReadyError",
     "EngineRestartingError",
     "GenerationError",
-    "LimitExceededError",
     "MessageRefusedError",
     "PromptTooLongError",
 ]
@@ -87,15 +88,3 @@ class MessageRefusedError(EngineError):
         self.size = size
         self.limit = limit
         super().__init__(f"message refused ({reason}): {size}, limit {limit}")
-
-
-class LimitExceededError(EngineError):
-    """The user is over a per-user limit; ``retry_after_s`` when waiting helps."""
-
-    def __init__(
-        self, limit: Literal["replies", "per_minute"], value: int, *, retry_after_s: float | None
-    ) -> None:
-        self.limit = limit
-        self.value = value
-        self.retry_after_s = retry_after_s
-        super().__init__(f"over the limit {limit}={value}")

@@ -20,23 +20,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from .errors import PromptTooLongError
-from .settings import SettingsError, env_name
 
-__all__ = [
-    "PROMPTS_DIR",
-    "Prompt",
-    "PromptBuilder",
-    "Turn",
-    "available_system_prompts",
-    "resolve_system_prompt",
-]
+__all__ = ["Prompt", "PromptBuilder", "Turn"]
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
-_PROMPT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 # Private-use characters stand in for message text while the template is rendered.
 _MARK = "\ue000{}\ue001"
 _MARK_RE = re.compile("\ue000(\\d+)\ue001")
@@ -58,32 +47,11 @@ class Prompt:
     dropped_turns: int
 
 
-def available_system_prompts(folder: Path = PROMPTS_DIR) -> dict[str, str]:
-    """The system prompts shipped in ``prompts/``, by name (file name without ``.md``)."""
-    return {p.stem: p.read_text(encoding="utf-8").strip() for p in sorted(folder.glob("*.md"))}
-
-
-def resolve_system_prompt(value: str, folder: Path = PROMPTS_DIR) -> str:
-    """``value`` is a prompt name from ``prompts/`` or literal text; empty means none."""
-    if not value.strip():
-        return ""
-    prompts = available_system_prompts(folder)
-    if value in prompts:
-        return prompts[value]
-    if _PROMPT_NAME.match(value):
-        names = ", ".join(prompts) or "none"
-        raise SettingsError(
-            f"{env_name('system_prompt')}={value!r}: no such prompt in {folder} "
-            f"(available: {names}; or give the prompt text itself)"
-        )
-    return value
-
-
 class PromptBuilder:
     """Renders conversations with a tokenizer's chat template into token ids that fit."""
 
     def __init__(self, tokenizer: Any, *, max_model_len: int) -> None:
-        self._tokenizer = tokenizer
+        self.tokenizer = tokenizer
         self.max_model_len = max_model_len
         added = [t.content for t in tokenizer.added_tokens_decoder.values()]
         longest_first = sorted(set(added), key=len, reverse=True)
@@ -91,12 +59,12 @@ class PromptBuilder:
 
     def count_tokens(self, text: str) -> int:
         """How many tokens ``text`` is as typed message text."""
-        encoded = self._tokenizer(text, add_special_tokens=False, split_special_tokens=True)
+        encoded = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)
         return len(encoded["input_ids"])
 
     def encode(self, messages: Sequence[dict[str, str]]) -> list[int]:
         """Token ids of ``messages`` with the generation prompt; typed text stays plain."""
-        skeleton = self._tokenizer.apply_chat_template(
+        skeleton = self.tokenizer.apply_chat_template(
             [{"role": m["role"], "content": _MARK.format(i)} for i, m in enumerate(messages)],
             tokenize=False,
             add_generation_prompt=True,
@@ -108,10 +76,10 @@ class PromptBuilder:
         # The text between the template's special tokens, all encoded in one call.
         runs = [_MARK_RE.sub(fill, run) for run in self._special_re.split(skeleton)]
         specials = [
-            self._tokenizer.convert_tokens_to_ids(token)
+            self.tokenizer.convert_tokens_to_ids(token)
             for token in self._special_re.findall(skeleton)
         ]
-        encoded = self._tokenizer(runs, add_special_tokens=False, split_special_tokens=True)
+        encoded = self.tokenizer(runs, add_special_tokens=False, split_special_tokens=True)
         ids: list[int] = []
         for run_ids, special in zip(encoded["input_ids"], [*specials, None], strict=True):
             ids += run_ids

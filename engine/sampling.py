@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from vllm import SamplingParams
 from vllm.sampling_params import RequestOutputKind
 
-from .model_info import ModelInfo
-from .settings import Settings
+from deploy.model_info import ModelInfo
+from deploy.settings import Settings
 
 __all__ = ["ChatOptions", "build_sampling_params"]
 

@@ -34,7 +34,7 @@ def write_real_architecture(path: Path) -> Path:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from engine.demo import write_demo_model
+    from deploy.demo_model import write_demo_model
 
     write_demo_model(path)  # tokenizer, chat template, generation config
     config = json.loads(REFERENCE.read_text())
@@ -69,9 +69,11 @@ async def chat_once(engine: object, text: str) -> str:
 async def main(model: Path) -> None:
     os.environ["ERNIE_MODEL"] = str(model)
     sys.path.insert(0, str(ROOT))
-    import app
+    import app  # noqa: F401  (Chainlit's entry point: builds the engine, registers handlers)
+    from chat import lifecycle
+    from chat.runtime import runtime
 
-    engine = app.ENGINE
+    engine = runtime().engine
     import torch
     import transformers
     import vllm
@@ -88,11 +90,11 @@ async def main(model: Path) -> None:
         engine.settings.enforce_eager,
     )
     started = time.monotonic()
-    app.start_engine()  # the app's on_app_startup hook
+    await lifecycle.start(runtime())  # what the app's on_app_startup hook runs
     print("status right after start:", engine.status())
     await engine.wait_ready()
     print(f"ready in {time.monotonic() - started:.1f} s:", engine.status())
-    config = engine._llm.vllm_config  # what vLLM actually built
+    config = engine.backend.llm.vllm_config  # type: ignore[attr-defined]  (what vLLM built)
     print(
         "compilation:",
         config.compilation_config.mode,

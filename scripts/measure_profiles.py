@@ -34,7 +34,7 @@ CONCURRENCY = {"high-concurrency": (64, 512), "balanced": (64, 256), "long-conte
 
 def write_model(path: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from engine.demo import write_demo_model
+    from deploy.demo_model import write_demo_model
 
     write_demo_model(path)  # tokenizer, chat template, generation config
     (path / "config.json").write_text(REFERENCE.read_text())
@@ -79,9 +79,10 @@ async def load(engine: Any, chats: int, prompt_tokens: int, reply_tokens: int) -
 
 
 async def measure(profile: str, reply_tokens: int) -> None:
-    from engine import ChatEngine, load_settings
+    from deploy.loading import load_settings
+    from engine import ChatEngine
 
-    engine = ChatEngine(load_settings())
+    engine = ChatEngine.from_settings(load_settings())
     started = time.monotonic()
     await engine.wait_ready()
     print(f"== {profile}: ready in {time.monotonic() - started:.1f} s", flush=True)

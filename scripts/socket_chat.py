@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.chat_client import ChatClient, wait_ready
+from testing.chat_client import ChatClient, wait_ready
 
 
 async def chat(url: str, text: str, timeout_s: float, ready_s: float) -> int:

@@ -13,7 +13,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! fc-list | grep -qi "Noto Sans CJK"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk \
     fonts-noto-color-emoji postgresql >/dev/null
 fi
-.venv/bin/ruff check engine bench tests scripts app.py
-.venv/bin/ruff format --check engine bench tests scripts app.py
+.venv/bin/ruff check deploy engine chat testing bench tests scripts app.py
+.venv/bin/ruff format --check deploy engine chat testing bench tests scripts app.py
 .venv/bin/mypy
 .venv/bin/python -m pytest "$@"

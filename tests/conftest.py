@@ -1,11 +1,13 @@
 """Shared fixtures: hermetic settings, demo models built at test time, real engines.
 
 The engines are the real vLLM ``AsyncLLM`` on its CPU backend, one per demo model for
-the whole session (each takes ~20 s to start).
+the whole session (each takes ~20 s to start). The harness itself (servers, chat
+client, browser, polling, demo settings) is the ``testing`` package.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -14,31 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import vllm  # noqa: F401  (first here: its log handlers keep the real stdout and stderr)
 
-from engine import ChatEngine, EngineStatus, Settings, StreamEvent, TextChunk
-from engine.demo import write_demo_model
-
-# Small enough for two engines on a 2-core, 24 GiB machine.
-ENGINE_SETTINGS: dict[str, Any] = {
-    "kv_cache_gb": 0.5,
-    "max_model_len": 2048,
-    "max_tokens": 256,
-    "max_num_seqs": 32,
-}
-
-
-async def collect(stream: object) -> list[StreamEvent]:
-    """Every event of a reply stream (closed after)."""
-    events: list[StreamEvent] = []
-    async with contextlib.aclosing(stream) as items:  # type: ignore[type-var]
-        async for event in items:
-            events.append(event)
-    return events
-
-
-def text_of(events: list[StreamEvent]) -> str:
-    """The reply's text."""
-    return "".join(e.text for e in events if isinstance(e, TextChunk))
+from deploy.demo_model import write_demo_model
+from deploy.preflight import preflight
+from engine import ChatEngine
+from testing.demo import DEMO_APP_ENV, ENGINE_SETTINGS, hermetic_settings
+from testing.engines import DemoApp, RunningEngine
+from testing.servers import AppServer, Server, openai_server
 
 
 @pytest.fixture(autouse=True)
@@ -49,10 +34,6 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[N
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     yield
-
-
-def hermetic_settings(**values: Any) -> Settings:
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
 
 
 @pytest.fixture(scope="session")
@@ -67,34 +48,90 @@ def byte_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_demo_model(tmp_path_factory.mktemp("demo-bytes"), byte_level=True)
 
 
-@dataclass
-class RunningEngine:
-    engine: ChatEngine
-    status_while_loading: EngineStatus
-
-
-async def _running(model: Path, **values: Any) -> AsyncIterator[RunningEngine]:
-    engine = ChatEngine(hermetic_settings(model=str(model), **{**ENGINE_SETTINGS, **values}))
-    engine.start()
-    loading = engine.status()
-    await engine.wait_ready()
-    yield RunningEngine(engine, loading)
-    await engine.shutdown()
-
-
-@pytest.fixture(scope="session")
-async def running(demo_model: Path) -> AsyncIterator[RunningEngine]:
-    async for item in _running(demo_model):
-        yield item
-
-
-@pytest.fixture(scope="session")
-async def byte_engine(byte_model: Path) -> AsyncIterator[ChatEngine]:
-    async for item in _running(byte_model, stream_interval_ms=0, warmup=False):
-        yield item.engine
-
-
 @pytest.fixture(scope="session")
 def scripted_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo model whose every reply is engine.demo.SCRIPTED_REPLY, looping."""
+    """The demo model whose every reply is deploy.demo_model.SCRIPTED_REPLY, looping."""
     return write_demo_model(tmp_path_factory.mktemp("demo-scripted"), scripted=True)
+
+
+def _engine(model: Path, **values: Any) -> ChatEngine:
+    return ChatEngine.from_settings(
+        hermetic_settings(model=str(model), **{**ENGINE_SETTINGS, **values})
+    )
+
+
+@pytest.fixture(scope="session")
+async def engines(demo_model: Path, byte_model: Path) -> AsyncIterator[dict[str, RunningEngine]]:
+    """The session's two in-process engines, loaded at once (their loads overlap)."""
+    demo = _engine(demo_model)
+    byte = _engine(byte_model, stream_interval_ms=0, warmup=False)
+    demo.start()
+    byte.start()
+    loading = demo.status(), byte.status()
+    await asyncio.gather(demo.wait_ready(), byte.wait_ready())
+    yield {"demo": RunningEngine(demo, loading[0]), "byte": RunningEngine(byte, loading[1])}
+    await asyncio.gather(demo.shutdown(), byte.shutdown())
+
+
+@pytest.fixture(scope="session")
+def running(engines: dict[str, RunningEngine]) -> RunningEngine:
+    """The demo model's engine (whole-character tokenizer)."""
+    return engines["demo"]
+
+
+@pytest.fixture(scope="session")
+def byte_engine(engines: dict[str, RunningEngine]) -> ChatEngine:
+    """The byte-level tokenizer's engine, streaming every delta (no warm-up)."""
+    return engines["byte"].engine
+
+
+@dataclass(frozen=True)
+class SessionServers:
+    vllm: Server
+    demo: AppServer
+
+
+@pytest.fixture(scope="session")
+def session_servers(
+    scripted_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SessionServers]:
+    """The session's two server processes on the scripted model, started together (their
+    loads overlap): the demo app and one ``vllm serve``."""
+    folder = tmp_path_factory.mktemp("servers")
+    settings = hermetic_settings(model=str(scripted_model), **ENGINE_SETTINGS)
+    env = DEMO_APP_ENV | {"ERNIE_MODEL": str(scripted_model)}
+    with contextlib.ExitStack() as stack:
+        # Under nice: vLLM's CPU engine spins on both cores while it generates, and a
+        # browser under test must still get CPU.
+        demo = stack.enter_context(AppServer.run(env, folder / "app.log", nice=15))
+        vllm = stack.enter_context(openai_server(preflight(settings), folder / "vllm.log"))
+        yield SessionServers(vllm, demo)
+
+
+@pytest.fixture(scope="session")
+def vllm_server(session_servers: SessionServers) -> Server:
+    """A real ``vllm serve`` (CPU), for every remote-backend test (the history's app
+    restarts use it too: a restart then loads no engine)."""
+    session_servers.vllm.wait("/v1/models", timeout_s=300)
+    return session_servers.vllm
+
+
+@pytest.fixture(scope="session")
+def demo_app(session_servers: SessionServers) -> DemoApp:
+    """``chainlit run app.py`` on the local engine: the browser tests meet it loading."""
+    server = session_servers.demo
+    server.wait("/", timeout_s=180)
+    return DemoApp(server, server.readyz())
+
+
+ENGINE_FIXTURES = {"engines", "session_servers", "load_checks"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses a session engine is an ``engine`` test, marked or not, so
+    ``pytest -m "not engine"`` stays the fast loop (tests that start their own engine
+    carry the mark themselves)."""
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))
+        if uses & ENGINE_FIXTURES and item.get_closest_marker("engine") is None:
+            item.add_marker(pytest.mark.engine)

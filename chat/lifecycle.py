@@ -1,0 +1,61 @@
+"""The app process's start and end: the history's tables, the engine in the background,
+and a clean exit when the engine cannot be rebuilt."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+
+from deploy.database import redact
+from deploy.settings import env_name
+
+from .history import create_schema
+from .runtime import Runtime
+
+__all__ = ["EXIT_GRACE_S", "start", "stop"]
+
+logger = logging.getLogger(__name__)
+
+EXIT_GRACE_S = 5.0
+
+
+async def start(rt: Runtime) -> None:
+    """Open the history, then load the engine in the background (the page answers)."""
+    if rt.history_url is not None:
+        await _open_history(rt.history_url)
+    rt.engine.start()
+    asyncio.get_running_loop().create_task(_exit_when_the_engine_gives_up(rt))
+
+
+async def stop(rt: Runtime) -> None:
+    await rt.engine.shutdown()
+
+
+async def _open_history(url: str) -> None:
+    """Create the history's tables where missing; a database that cannot be opened stops
+    the app at start, in one line."""
+    try:
+        await create_schema(url)
+    except Exception as exc:
+        cause = next(iter(str(exc).strip().splitlines()), "")
+        print(
+            f"error: {env_name('history_url')}={redact(url)!r}: cannot open the chat "
+            f"history ({type(exc).__name__}: {cause}); check the URL and that the "
+            f"database is reachable, or set it to off",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(2)  # Chainlit only logs a failed startup hook: stop the process here
+    logger.info("chat history in %s", redact(url))
+
+
+async def _exit_when_the_engine_gives_up(rt: Runtime) -> None:
+    """The engine died and every rebuild failed: ``/readyz`` says so for a moment, then
+    the process exits 1 for its supervisor to start a fresh one."""
+    reason = await rt.engine.wait_gave_up()
+    logger.critical("exiting in %.0f s: %s", EXIT_GRACE_S, reason)
+    await asyncio.sleep(EXIT_GRACE_S)
+    logging.shutdown()
+    os._exit(1)  # the engine's processes are already gone; nothing else needs closing

@@ -1,0 +1,95 @@
+"""What the chat shows, as pure functions of the engine's state and the chat's language.
+
+No Chainlit calls and no I/O here: each function takes the ``Strings`` of the chat's
+language (``chat.i18n``) and returns text, so every word a user reads is unit-tested.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from engine import (
+    EngineFailedError,
+    EngineRestartingError,
+    EngineState,
+    EngineStatus,
+    GenerationError,
+    MessageRefusedError,
+    PromptTooLongError,
+    ReplyEnd,
+)
+
+from .i18n import Strings
+from .limits import LimitExceededError
+from .markdown import fix_cjk_emphasis
+
+__all__ = ["engine_notes", "error_text", "final_reply", "footer", "loading_text"]
+
+logger = logging.getLogger(__name__)
+
+
+def loading_text(status: EngineStatus, t: Strings) -> str:
+    return t("loading", seconds=round(status.elapsed_s))
+
+
+def engine_notes(status: EngineStatus, t: Strings, *, loaded_now: bool, demo: bool) -> list[str]:
+    """What a chat is told about the engine: failure, readiness, demo weights."""
+    if status.state is EngineState.RESTARTING:
+        return [t("restarting")]
+    if status.state is not EngineState.READY:
+        return [t("failed", reason=status.reason or status.state.value)]
+    notes = [t("ready", seconds=round(status.elapsed_s))] if loaded_now else []
+    if demo:
+        notes.append(t("demo_model"))
+    return notes
+
+
+def footer(end: ReplyEnd | None, t: Strings, *, reply_budget: int) -> str:
+    """Notes on how the reply ended, and its stats, as a small italic line."""
+    if end is None:
+        return ""
+    notes = []
+    if end.finish_reason == "length":
+        notes.append(t("cut_by_length", max_tokens=reply_budget))
+    elif end.finish_reason == "abort":
+        notes.append(t("stopped"))
+    if end.dropped_turns:
+        notes.append(t("dropped_turns", count=end.dropped_turns))
+    stats = end.stats
+    notes.append(
+        t(
+            "stats",
+            tokens=stats.reply_tokens,
+            ttft_ms="-" if stats.ttft_s is None else f"{stats.ttft_s * 1000:.0f}",
+            speed=f"{stats.tokens_per_s:.1f}",
+            prompt=stats.prompt_tokens,
+        )
+    )
+    return "\n\n" + "\n".join(f"*{note}*  " for note in notes)
+
+
+def final_reply(text: str, end: ReplyEnd | None, t: Strings, *, reply_budget: int) -> str:
+    """The reply as it stays in the chat: emphasis that renders, then its footer."""
+    return fix_cjk_emphasis(text) + footer(end, t, reply_budget=reply_budget)
+
+
+def error_text(exc: Exception, t: Strings) -> str:
+    """Words for the user; the detail goes to the log."""
+    if isinstance(exc, LimitExceededError):
+        if exc.retry_after_s is None:
+            return t("limit_replies", limit=exc.value)
+        seconds = max(1, math.ceil(exc.retry_after_s))
+        return t("limit_per_minute", limit=exc.value, seconds=seconds)
+    if isinstance(exc, MessageRefusedError):
+        return t(f"refused_{exc.reason}", size=exc.size, limit=exc.limit)
+    if isinstance(exc, PromptTooLongError):
+        return t("too_long", tokens=exc.prompt_tokens, limit=exc.limit)
+    if isinstance(exc, EngineRestartingError):
+        return t("restarting")
+    if isinstance(exc, EngineFailedError):
+        return t("failed", reason=exc.reason)
+    if isinstance(exc, GenerationError):
+        return t("generation_failed")
+    logger.error("unexpected error while answering", exc_info=exc)
+    return t("unexpected_error")

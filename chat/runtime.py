@@ -1,0 +1,76 @@
+"""The web app's one set-up: settings -> engine, sign-in, history, routes.
+
+Usage (``app.py``)::
+
+    configure(resume=handlers.resume_chat)   # a bad setting: one line on stderr, exit 2
+    runtime().engine     # from the handlers, afterwards
+
+Chainlit decides at import which sign-in and data layer an app has, so this runs when
+``app.py`` is imported; every module of this package can be imported (and tested)
+without it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import chainlit as cl
+from chainlit.types import ThreadDict
+
+from deploy.settings import SettingsError
+from engine import ChatEngine
+
+from . import auth, history, routes
+from .compat import drop_blocking_sleep, guard_module_getattr
+from .limits import UserLimits
+
+__all__ = ["Runtime", "configure", "runtime"]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What the handlers work with: the process's engine and its per-user limits."""
+
+    engine: ChatEngine
+    limits: UserLimits
+    history_url: str | None  # where signed-in users' chats are kept; None: nowhere
+
+
+_current: Runtime | None = None
+
+
+def runtime() -> Runtime:
+    """The configured runtime; ``RuntimeError`` before ``configure()``."""
+    if _current is None:
+        raise RuntimeError("the web app is not configured: import app.py (chainlit run app.py)")
+    return _current
+
+
+def configure(*, resume: Callable[[ThreadDict], Awaitable[None]]) -> Runtime:
+    """Build the engine from the settings and register sign-in, history and routes;
+    idempotent (``chainlit run -w`` imports app.py again: the engine stays one)."""
+    global _current
+    # Before the engine starts: Chainlit's lazy __getattr__ breaks PyTorch's compiler.
+    guard_module_getattr(cl)
+    # Chainlit sleeps 1 ms, blocking, in every Message and Step it builds (see compat).
+    drop_blocking_sleep("chainlit.message", "chainlit.step")
+    try:
+        engine = ChatEngine.shared()
+    except SettingsError as exc:  # one line naming the setting, then stop
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    settings = engine.settings
+    if _current is None or _current.engine is not engine:
+        limits = UserLimits(
+            max_replies=settings.user_max_replies, per_minute=settings.user_messages_per_minute
+        )
+        signed_in = auth.register(settings)
+        # Without sign-in no one owns a chat, so none is kept.
+        url = settings.history_url if signed_in else None
+        if url is not None:
+            history.register(url, resume)
+        _current = Runtime(engine, limits, url)
+    routes.register(engine)
+    return _current

@@ -1,0 +1,114 @@
+"""A reply as the chat shows it: the thinking indicator, buffered text, then its footer.
+
+Also the chat's engine notices (loading, ready, failed) and its error messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import chainlit as cl
+
+from engine import (
+    ChatEngine,
+    ChatOptions,
+    EngineError,
+    EngineState,
+    ReplyEnd,
+    TextChunk,
+    new_request_id,
+)
+
+from . import metrics
+from .conversation import Conversation
+from .i18n import chat_strings, t
+from .panel import send_settings_panel
+from .render import engine_notes, error_text, final_reply, loading_text
+
+__all__ = ["announce_engine", "send_error", "stream_reply"]
+
+LOADING_REFRESH_S = 1.0
+
+
+async def send_error(exc: Exception) -> None:
+    metrics.ERRORS.labels(kind=type(exc).__name__).inc()
+    await cl.ErrorMessage(content=error_text(exc, chat_strings())).send()
+
+
+async def announce_engine(engine: ChatEngine) -> None:
+    """The loading state, updated in place until ready or failed; then the chat's tools."""
+    status = engine.status()
+    loading = status.state is EngineState.LOADING
+    notice = cl.Message(content=loading_text(status, chat_strings()))
+    if loading:
+        await notice.send()
+        while status.state is EngineState.LOADING:
+            with contextlib.suppress(TimeoutError, EngineError):  # wakes at once when settled
+                await asyncio.wait_for(engine.wait_ready(), LOADING_REFRESH_S)
+            status = engine.status()
+            notice.content = loading_text(status, chat_strings())
+            await notice.update()
+    ready = status.state is EngineState.READY
+    demo = ready and engine.model.is_demo
+    notice.content = "\n\n".join(
+        engine_notes(status, chat_strings(), loaded_now=loading, demo=demo)
+    )
+    if notice.content:
+        await (notice.update() if loading else notice.send())
+    if ready:
+        await send_settings_panel(engine)
+
+
+async def stream_reply(
+    engine: ChatEngine,
+    message_id: str,
+    text: str,
+    conversation: Conversation,
+    options: ChatOptions,
+) -> None:
+    """Thinking indicator until the first text, buffered chunks, then notes and stats."""
+    request_id = new_request_id()
+    cl.user_session.set("request_id", request_id)
+    thinking = cl.Message(content=t("thinking"))
+    await thinking.send()
+    reply, end = cl.Message(content=""), None
+    try:
+        events = engine.chat(conversation.turns(), text, request_id=request_id, options=options)
+        async with contextlib.aclosing(events) as stream:
+            async for event in stream:
+                if isinstance(event, TextChunk):
+                    if not reply.streaming:
+                        await thinking.remove()
+                    await reply.stream_token(event.text)
+                elif isinstance(event, ReplyEnd):
+                    end = event
+                    metrics.record_reply(end)
+    except asyncio.CancelledError:  # the stop button or a closed chat: keep what was said
+        if end is None:  # cancelled before the engine's abort came back (a reader asleep)
+            metrics.record_cancelled_reply()
+        reply.metadata = conversation.record(message_id, text, reply.content)
+        with contextlib.suppress(Exception):  # the chat may be gone (a closed tab)
+            await (reply.update() if reply.streaming else thinking.remove())  # and stored
+        raise
+    except Exception as exc:
+        await thinking.remove()
+        await send_error(exc)
+        return
+    finally:
+        cl.user_session.set("request_id", None)
+    reply.metadata = conversation.record(message_id, text, reply.content)  # for the history
+    await _finish(reply, thinking, end, options.reply_budget(engine.settings))
+
+
+async def _finish(
+    reply: cl.Message, thinking: cl.Message, end: ReplyEnd | None, budget: int
+) -> None:
+    """The reply's last form: a note when the model wrote no text, then the footer."""
+    if not reply.streaming:
+        await thinking.remove()
+        if end is not None and end.finish_reason != "abort":
+            # The model wrote only tokens without text (special ones): say so.
+            await reply.stream_token(t("no_text"))
+    reply.content = final_reply(reply.content, end, chat_strings(), reply_budget=budget)
+    await reply.send()

@@ -1,0 +1,160 @@
+"""What the loaded engine can hold: the operator's capacity report.
+
+Built once the engine is up, from the numbers vLLM's engine process reported back
+(KV cache blocks and tokens, concurrency) and the checked plan (model shape, hardware).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .preflight import Plan
+from .settings import env_name
+from .sizing import GiB
+
+__all__ = ["TYPICAL_CHAT_TOKENS", "CapacityReport", "capacity_report"]
+
+logger = logging.getLogger(__name__)
+
+TYPICAL_CHAT_TOKENS = 2000  # a few exchanges of history plus a reply
+DECIDING_SETTINGS = (
+    "profile",
+    "max_model_len",
+    "max_num_seqs",
+    "gpu_memory_utilization",
+    "kv_cache_gb",
+    "block_size",
+    "dtype",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "enable_prefix_caching",
+    "enforce_eager",
+)
+
+
+@dataclass(frozen=True)
+class CapacityReport:
+    backend: str  # cpu or gpu
+    device: str
+    attention_backend: str | None
+    dtype: str
+    weights_gib: float | None  # per device
+    kv_cache_gib: float | None  # per device
+    kv_cache_tokens: int
+    kv_cache_blocks: int
+    block_size: int
+    max_model_len: int
+    max_num_seqs: int
+    full_length_requests: float  # requests of max_model_len tokens the KV cache holds at once
+    typical_chat_tokens: int
+    typical_chats: int  # chats of typical_chat_tokens at once (also bounded by max_num_seqs)
+    settings: dict[str, dict[str, Any]]  # the settings that decided it: value and source
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        """The report as an operator reads it in a log or a terminal."""
+        weights = "unknown" if self.weights_gib is None else f"{self.weights_gib:.2f} GiB"
+        kv_gib = "" if self.kv_cache_gib is None else f"{self.kv_cache_gib:.2f} GiB, "
+        decided = ", ".join(
+            f"{env_name(name)}={item['value']} ({item['from']})"
+            for name, item in self.settings.items()
+        )
+        return [
+            f"backend: {self.backend.upper()} on {self.device}, attention "
+            f"{self.attention_backend or 'unknown'}, {self.dtype}",
+            f"weights: {weights} per device",
+            f"KV cache: {kv_gib}{self.kv_cache_tokens:,} tokens in {self.kv_cache_blocks:,} "
+            f"blocks of {self.block_size}",
+            f"at once: {self.full_length_requests:.2f} requests of the full "
+            f"{self.max_model_len:,} tokens; {self.typical_chats} chats of "
+            f"{self.typical_chat_tokens:,} tokens (max_num_seqs {self.max_num_seqs})",
+            f"decided by: {decided}",
+        ]
+
+
+def _weights_bytes(model: str, revision: str | None, dtype_bytes: int) -> int | None:
+    """Parameters x dtype size, counted on PyTorch's meta device (no memory, any weights
+    format, also for dummy weights); None for an architecture transformers lacks."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(model, revision=revision)
+        with torch.device("meta"):
+            skeleton = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
+    except (ValueError, KeyError, OSError) as exc:
+        logger.warning("weights size unknown: %s", exc)
+        return None
+    return int(skeleton.num_parameters()) * dtype_bytes
+
+
+def _attention_backend(vllm_config: Any, head_size: int) -> str | None:
+    """The attention backend vLLM selects for this config, asked the way its layers ask."""
+    from vllm.config import set_current_vllm_config
+    from vllm.v1.attention.selector import get_attn_backend
+
+    try:
+        with set_current_vllm_config(vllm_config):
+            backend = get_attn_backend(
+                head_size, vllm_config.model_config.dtype, vllm_config.cache_config.cache_dtype
+            )
+    except (TypeError, ValueError, NotImplementedError) as exc:  # another vLLM's signature
+        logger.warning("attention backend unknown: %s", exc)
+        return None
+    return str(backend.get_name())
+
+
+def capacity_report(vllm_config: Any, plan: Plan) -> CapacityReport:
+    """The report for an engine vLLM has finished building (blocking: call from a thread)."""
+    cache = vllm_config.cache_config
+    settings = plan.settings
+    tp_pp = settings.tensor_parallel_size * settings.pipeline_parallel_size
+    dtype = str(vllm_config.model_config.dtype).removeprefix("torch.")
+    dtype_bytes = int(vllm_config.model_config.dtype.itemsize)
+    blocks, block_size = int(cache.num_gpu_blocks or 0), int(cache.block_size)
+    tokens = int(getattr(cache, "kv_cache_size_tokens", None) or blocks * block_size)
+    max_model_len = int(vllm_config.model_config.max_model_len)
+    max_num_seqs = int(vllm_config.scheduler_config.max_num_seqs)
+    concurrency = getattr(cache, "kv_cache_max_concurrency", None) or tokens / max_model_len
+    typical_blocks = math.ceil(TYPICAL_CHAT_TOKENS / block_size)
+    weights = _weights_bytes(settings.model, settings.revision, dtype_bytes)
+    kv_gib = None
+    if plan.shape is not None:
+        per_token = plan.shape.kv_bytes_per_token(dtype, settings.tensor_parallel_size)
+        kv_gib = blocks * block_size * per_token / GiB
+    resolved = {
+        "gpu_memory_utilization": plan.memory_share,
+        "block_size": block_size,
+        "dtype": dtype,
+        "enforce_eager": vllm_config.model_config.enforce_eager,
+        "enable_prefix_caching": cache.enable_prefix_caching,
+    }
+    sources = plan.sources()
+    decided = {
+        name: {"value": resolved.get(name, getattr(settings, name)), "from": sources[name]}
+        for name in DECIDING_SETTINGS
+    }
+    return CapacityReport(
+        backend=plan.hardware.backend,
+        device=plan.hardware.device,
+        attention_backend=_attention_backend(vllm_config, plan.shape.head_dim)
+        if plan.shape
+        else None,
+        dtype=dtype,
+        weights_gib=None if weights is None else weights / tp_pp / GiB,
+        kv_cache_gib=kv_gib,
+        kv_cache_tokens=tokens,
+        kv_cache_blocks=blocks,
+        block_size=block_size,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        full_length_requests=round(float(concurrency), 2),
+        typical_chat_tokens=TYPICAL_CHAT_TOKENS,
+        typical_chats=min(max_num_seqs, blocks // typical_blocks),
+        settings=decided,
+    )

@@ -1,0 +1,45 @@
+"""A checked plan to vLLM's engine arguments: the one place that knows vLLM's argument names."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from vllm.engine.arg_utils import AsyncEngineArgs
+
+from .preflight import Plan
+from .sizing import GiB
+
+__all__ = ["build_engine_args"]
+
+
+def build_engine_args(plan: Plan) -> AsyncEngineArgs:
+    """Engine arguments from the plan; unset values keep vLLM's defaults."""
+    settings, cpu = plan.settings, plan.hardware.cpu
+    eager = settings.enforce_eager
+    args: dict[str, Any] = {
+        "model": settings.model,
+        "tokenizer": settings.tokenizer or settings.model,
+        "revision": settings.revision,
+        "dtype": settings.dtype,
+        "max_model_len": settings.max_model_len,
+        "tensor_parallel_size": settings.tensor_parallel_size,
+        "pipeline_parallel_size": settings.pipeline_parallel_size,
+        "gpu_memory_utilization": plan.memory_share,
+        "max_num_seqs": settings.max_num_seqs,
+        "enforce_eager": eager if eager is not None else cpu,
+        "load_format": settings.load_format,
+    }
+    optional = {
+        "block_size": settings.block_size,
+        "enable_prefix_caching": settings.enable_prefix_caching,
+        "kv_cache_memory_bytes": None
+        if settings.kv_cache_gb is None
+        else int(settings.kv_cache_gb * GiB),
+    }
+    args.update({k: v for k, v in optional.items() if v is not None})
+    if not cpu:
+        # The engine core must inherit this process's modules as they are (Chainlit's
+        # import fix, see chat.compat); vLLM's CPU backend always spawns.
+        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "fork")
+    return AsyncEngineArgs(**args)

@@ -1,0 +1,88 @@
+"""The machine as vLLM will see it: backend, GPUs, memory, the dtypes it computes in.
+
+``Hardware.probe()`` looks without creating a CUDA context (vLLM forks after it).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from .sizing import GiB
+
+__all__ = ["MIN_BF16_CAPABILITY", "Gpu", "Hardware"]
+
+MIN_BF16_CAPABILITY = (8, 0)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    total_bytes: int
+    free_bytes: int
+    capability: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The machine as vLLM will see it."""
+
+    backend: str  # "cpu" or "gpu"
+    gpus: tuple[Gpu, ...]
+    ram_total_bytes: int
+    ram_available_bytes: int
+    dtypes: tuple[str, ...]  # the dtypes the device computes in
+
+    @property
+    def cpu(self) -> bool:
+        return self.backend == "cpu"
+
+    @property
+    def device(self) -> str:
+        if self.cpu:
+            memory = self.ram_total_bytes / GiB
+            return f"CPU ({os.cpu_count()} cores, {memory:.1f} GiB on its memory node)"
+        names = sorted({gpu.name for gpu in self.gpus})
+        return f"{len(self.gpus)} x {', '.join(names)}"
+
+    @classmethod
+    def probe(cls) -> Hardware:
+        """Look at the machine without creating a CUDA context (vLLM forks after this)."""
+        import psutil
+        from vllm.platforms import current_platform
+
+        if current_platform.is_cpu():
+            # The memory node vLLM's CPU worker reserves from, read the way it reads it.
+            from vllm.utils.cpu_resource_utils import get_memory_node_info
+
+            node = get_memory_node_info(0)
+            dtypes = tuple(str(d).removeprefix("torch.") for d in current_platform.supported_dtypes)
+            return cls("cpu", (), node.total_memory, node.available_memory, dtypes)
+        memory = psutil.virtual_memory()
+        gpus = tuple(
+            _probe_gpu(current_platform, i) for i in range(current_platform.device_count())
+        )
+        bf16 = bool(gpus) and all(g.capability >= MIN_BF16_CAPABILITY for g in gpus)
+        dtypes = ("bfloat16", "float16", "float32") if bf16 else ("float16", "float32")
+        return cls("gpu", gpus, memory.total, memory.available, dtypes)
+
+
+def _probe_gpu(platform: Any, index: int) -> Gpu:
+    from vllm.third_party import pynvml  # vLLM's own copy: no CUDA context
+
+    nvml: Any = pynvml
+    capability = platform.get_device_capability(index)
+    nvml.nvmlInit()
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(platform.device_id_to_physical_device_id(index))
+        memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+        name = nvml.nvmlDeviceGetName(handle)
+    finally:
+        nvml.nvmlShutdown()
+    return Gpu(
+        name=name.decode() if isinstance(name, bytes) else str(name),
+        total_bytes=int(memory.total),
+        free_bytes=int(memory.free),
+        capability=(capability.major, capability.minor) if capability else (0, 0),
+    )

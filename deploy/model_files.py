@@ -1,0 +1,173 @@
+"""The model's own files, read before anything loads: config.json and the tokenizer's.
+
+Usage::
+
+    config = read_model_config(settings)    # a local folder, or the hub (or its cache)
+    shape = ModelShape.from_config(config)  # what the checks and the sizing need
+
+A local folder is checked for what loading needs; a hub id is asked for its config.json
+(cached first, hub retry warnings kept out of the operator's way); every failure is one
+line naming the setting to change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .failures import hub_unreachable
+from .settings import Settings, SettingsError, env_name
+from .sizing import kv_bytes_per_token
+
+__all__ = ["ModelShape", "read_model_config", "refuse"]
+
+logger = logging.getLogger(__name__)
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the checks need from the model's config.json."""
+
+    max_position_embeddings: int | None
+    num_attention_heads: int
+    num_key_value_heads: int
+    num_hidden_layers: int
+    head_dim: int
+    dtype: str  # the checkpoint's own dtype
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> ModelShape:
+        text = config.get("text_config", config)  # multimodal configs nest the LLM's
+        heads = int(text["num_attention_heads"])
+        return cls(
+            max_position_embeddings=text.get("max_position_embeddings"),
+            num_attention_heads=heads,
+            num_key_value_heads=int(text.get("num_key_value_heads") or heads),
+            num_hidden_layers=int(text["num_hidden_layers"]),
+            head_dim=int(text.get("head_dim") or text["hidden_size"] // heads),
+            dtype=str(text.get("torch_dtype") or text.get("dtype") or "bfloat16"),
+        )
+
+    def kv_bytes_per_token(self, dtype: str, tensor_parallel_size: int = 1) -> int:
+        """KV cache bytes one token takes on one device (keys and values, every layer)."""
+        return kv_bytes_per_token(
+            layers=self.num_hidden_layers,
+            kv_heads=self.num_key_value_heads,
+            head_dim=self.head_dim,
+            dtype=dtype,
+            tensor_parallel_size=tensor_parallel_size,
+        )
+
+
+def refuse(field: str, value: Any, why: str, fix: str) -> SettingsError:
+    """The one-line error for a setting: ``ERNIE_X=value: why; fix``."""
+    return SettingsError(f"{env_name(field)}={value!r}: {why}; {fix}")
+
+
+# --- the model's files ----------------------------------------------------------------
+def _is_local(value: str) -> bool:
+    return Path(value).expanduser().exists() or value.startswith(("/", ".", "~"))
+
+
+def _local_config(value: str) -> dict[str, Any]:
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise refuse("model", value, "no such folder", "give the folder of the model, or a hub id")
+    config = folder / "config.json"
+    if not config.is_file():
+        raise refuse(
+            "model",
+            value,
+            "no config.json in this folder",
+            "give the folder that holds config.json and the weights (the model's own release)",
+        )
+    return dict(json.loads(config.read_text(encoding="utf-8")))
+
+
+def _check_tokenizer(settings: Settings) -> None:
+    field = "tokenizer" if settings.tokenizer else "model"
+    source = settings.tokenizer or settings.model
+    if not _is_local(source):
+        return  # a hub id: checked while loading
+    folder = Path(source).expanduser()
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise refuse(
+            field,
+            source,
+            "no tokenizer files (tokenizer.json or tokenizer.model) in this folder",
+            "copy them from the model's release, or set ERNIE_TOKENIZER to a folder or hub "
+            "id that has them",
+        )
+
+
+def _download_config(download: Any, settings: Settings) -> str:
+    """The cached config.json at once if there is one; else ask the hub, with its retry
+    warnings kept out of the operator's way (the outcome is reported in one line)."""
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    with contextlib.suppress(LocalEntryNotFoundError):
+        return str(
+            download(
+                settings.model, "config.json", revision=settings.revision, local_files_only=True
+            )
+        )
+    hub_logger = logging.getLogger("huggingface_hub")
+    level = hub_logger.level
+    hub_logger.setLevel(logging.ERROR)
+    try:
+        return str(download(settings.model, "config.json", revision=settings.revision))
+    finally:
+        hub_logger.setLevel(level)
+
+
+def _hub_config(settings: Settings) -> dict[str, Any] | None:
+    """config.json from the hub (or its cache); None when the hub is not the source."""
+    if os.environ.get("VLLM_USE_MODELSCOPE", "").lower() in ("1", "true"):
+        logger.info("ModelScope download: the model's config is checked while loading")
+        return None
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        path = _download_config(hf_hub_download, settings)
+    except LocalEntryNotFoundError:  # offline, or the hub did not answer
+        raise SettingsError(hub_unreachable(settings)) from None
+    except RevisionNotFoundError:
+        raise refuse(
+            "revision", settings.revision, "no such revision of the model", "unset it for main"
+        ) from None
+    except EntryNotFoundError:
+        raise refuse(
+            "model", settings.model, "the repository has no config.json", "give a model repository"
+        ) from None
+    except RepositoryNotFoundError:
+        raise refuse(
+            "model",
+            settings.model,
+            "no such model on the hub (or it is private)",
+            "check the id, for example baidu/ERNIE-4.5-0.3B-PT, or log in with HF_TOKEN",
+        ) from None
+    except OSError as exc:  # refused, timed out, a proxy's error page: the same to an operator
+        logger.info("model config download failed: %r", exc)
+        raise SettingsError(hub_unreachable(settings)) from None
+    return dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def read_model_config(settings: Settings) -> dict[str, Any] | None:
+    """The model's config.json, after checking its folder has what loading needs."""
+    local = _is_local(settings.model)
+    config = _local_config(settings.model) if local else _hub_config(settings)
+    _check_tokenizer(settings)
+    return config

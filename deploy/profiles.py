@@ -1,0 +1,32 @@
+"""Deployment presets: the values that size an engine for one kind of use.
+
+``ERNIE_PROFILE`` picks one; any explicit ``ERNIE_*`` value wins over its profile. The
+README's profile table says how each was measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["DEFAULT_PROFILE", "PROFILES", "PROFILE_FIELDS", "Profile", "ProfileName"]
+
+ProfileName = Literal["high-concurrency", "balanced", "long-context"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Presets for one deployment scenario."""
+
+    max_model_len: int
+    max_num_seqs: int
+    gpu_memory_utilization: float  # on a GPU; the CPU backend keeps its own share of RAM
+
+
+PROFILES: dict[str, Profile] = {
+    "high-concurrency": Profile(max_model_len=4096, max_num_seqs=512, gpu_memory_utilization=0.90),
+    "balanced": Profile(max_model_len=16384, max_num_seqs=256, gpu_memory_utilization=0.90),
+    "long-context": Profile(max_model_len=131072, max_num_seqs=32, gpu_memory_utilization=0.90),
+}
+DEFAULT_PROFILE: ProfileName = "balanced"
+PROFILE_FIELDS = ("max_model_len", "max_num_seqs", "gpu_memory_utilization")

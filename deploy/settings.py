@@ -1,0 +1,269 @@
+"""Settings: every knob of the app, read from ``ERNIE_*`` environment variables or ``.env``.
+
+Usage::
+
+    settings = load_settings()          # deploy.loading; SettingsError: one line with the fix
+    settings.model, settings.max_tokens
+    settings.origins["max_model_len"]   # "environment", ".env", "profile balanced", ...
+
+A value left unset means "the model's or vLLM's own default" (``None`` here); the
+engine resolves it when it loads. ``ERNIE_PROFILE`` presets the values that size a
+deployment (``deploy.profiles``); any explicit ``ERNIE_*`` value wins over its profile.
+Checks against the model and the hardware belong to ``deploy.preflight``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from .database import DatabaseUrlError, database_url
+from .origins import RecordedSettings
+from .profiles import DEFAULT_PROFILE, PROFILE_FIELDS, PROFILES, ProfileName
+
+__all__ = ["AUTH_SECRET", "ENV_FILE", "ENV_PREFIX", "Settings", "SettingsError", "env_name"]
+
+ENV_PREFIX = "ERNIE_"
+ENV_FILE = ".env"
+AUTH_SECRET = "CHAINLIT_AUTH_SECRET"  # Chainlit's own variable: signs the session tokens
+
+Dtype = Literal["auto", "bfloat16", "float16", "float32"]
+
+
+class SettingsError(ValueError):
+    """A setting is misspelled or has a bad value; the message is one line with the fix."""
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets ``field``."""
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+class Settings(RecordedSettings):
+    """The app's settings. Field ``x`` is read from ``ERNIE_X``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_file=ENV_FILE,
+        env_file_encoding="utf-8",
+        extra="ignore",  # unknown ERNIE_* names: deploy.loading refuses them
+        frozen=True,
+        protected_namespaces=(),
+    )
+
+    # --- model -------------------------------------------------------------------
+    model: str = Field(
+        "baidu/ERNIE-4.5-0.3B-PT",
+        min_length=1,
+        description="Hub id or local folder of the model.",
+    )
+    tokenizer: str | None = Field(
+        None, description="Hub id or folder of the tokenizer; unset: the model's."
+    )
+    revision: str | None = Field(
+        None, description="Hub revision (branch, tag or commit) of the model."
+    )
+    dtype: Dtype = Field("auto", description="Weights dtype; auto: the model's own.")
+    load_format: Literal["auto", "dummy"] = Field(
+        "auto", description="dummy: random weights of the model's shape (benchmarks only)."
+    )
+
+    # --- engine ------------------------------------------------------------------
+    engine: Literal["local", "remote"] = Field(
+        "local",
+        description="local: vLLM in this process; remote: the vLLM servers at REMOTE_URL.",
+    )
+    remote_url: str | None = Field(
+        None,
+        description="Base URLs of OpenAI-compatible vLLM servers, comma-separated "
+        "(ERNIE_ENGINE=remote), e.g. http://gpu-1:8000,http://gpu-2:8000.",
+    )
+    profile: ProfileName = Field(
+        DEFAULT_PROFILE,
+        description="Presets of max_model_len, max_num_seqs and GPU memory share.",
+    )
+    max_model_len: int = Field(
+        PROFILES[DEFAULT_PROFILE].max_model_len,
+        ge=64,
+        description="Longest prompt plus reply in tokens; unset: the profile's.",
+    )
+    tensor_parallel_size: int = Field(1, ge=1, le=64, description="GPUs per model copy.")
+    pipeline_parallel_size: int = Field(1, ge=1, le=64, description="Pipeline stages.")
+    gpu_memory_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description=(
+            "Share of GPU memory vLLM may take (on the CPU backend: share of RAM); "
+            "unset: the profile's on a GPU, 0.30 on the CPU."
+        ),
+    )
+    block_size: int | None = Field(
+        None, ge=1, le=1024, description="KV cache block size; unset: the backend's."
+    )
+    enable_prefix_caching: bool | None = Field(
+        None, description="Reuse the KV cache of shared prompt prefixes; unset: vLLM's."
+    )
+    max_num_seqs: int = Field(
+        PROFILES[DEFAULT_PROFILE].max_num_seqs,
+        ge=1,
+        le=4096,
+        description="Most requests in one batch; unset: the profile's.",
+    )
+    enforce_eager: bool | None = Field(
+        None,
+        description="Skip compilation and CUDA graphs; unset: off on a GPU, on on the CPU.",
+    )
+    kv_cache_gb: float | None = Field(
+        None,
+        gt=0,
+        description="KV cache size in GiB (mainly for the CPU backend); unset: from memory share.",
+    )
+    warmup: bool = Field(
+        True, description="Run the batch sizes a chat sees before reporting ready."
+    )
+
+    restart_tries: int = Field(
+        3,
+        ge=0,
+        le=100,
+        description="Tries to build a new engine after it died; all failed: the process exits.",
+    )
+
+    # --- replies -----------------------------------------------------------------
+    temperature: float | None = Field(
+        None, ge=0, le=2, description="Sampling temperature; unset: the model's default."
+    )
+    top_p: float | None = Field(
+        None, gt=0, le=1, description="Nucleus sampling share; unset: the model's default."
+    )
+    max_tokens: int = Field(1024, ge=1, description="Longest reply in tokens.")
+    repetition_penalty: float | None = Field(
+        None, gt=0, le=2, description="Repetition penalty; unset: the model's default."
+    )
+    ignore_eos: bool = Field(
+        False, description="Replies always run to max_tokens (benchmarks only)."
+    )
+    system_prompt: str = Field(
+        "zh",
+        description="Name of a file in prompts/ (without .md), or literal text; empty: none.",
+    )
+    max_message_chars: int = Field(
+        20_000, ge=1, description="Longest chat message in characters; longer ones are refused."
+    )
+    max_message_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Longest chat message in tokens; unset: what fits beside the reply.",
+    )
+    stream_interval_ms: int = Field(
+        50,
+        ge=0,
+        le=5000,
+        description="How long the stream gathers text before a flush; 0: every delta.",
+    )
+
+    # --- access ------------------------------------------------------------------
+    users_file: Path | None = Field(
+        None,
+        description="Sign-in with these users (add one: python -m engine add-user NAME).",
+    )
+    auth_header: str | None = Field(
+        None,
+        min_length=1,
+        description="Sign-in by this header, set by a trusted proxy (e.g. X-Forwarded-User).",
+    )
+    history_url: str | None = Field(
+        "sqlite:///history.db",
+        description="Where signed-in users' chats are kept: sqlite:///FILE or "
+        "postgresql://USER:PASSWORD@HOST:PORT/DB; off: nowhere.",
+    )
+    user_max_replies: int = Field(2, ge=1, description="Replies one user may run at once.")
+    user_messages_per_minute: int = Field(
+        20, ge=1, description="Messages one user may send a minute."
+    )
+
+    def default_origin(self, name: str) -> str:
+        """The origin of a field no source gave: its profile's, or the default."""
+        if name in PROFILE_FIELDS and getattr(self, name) is not None:
+            return f"profile {self.profile}"
+        return "default"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_profile(cls, data: Any) -> Any:
+        """Fill what the profile presets and was not given explicitly."""
+        if not isinstance(data, dict):
+            return data
+        profile = PROFILES.get(str(data.get("profile", DEFAULT_PROFILE)))
+        if profile is None:  # the field's own check reports the bad name
+            return data
+        return {"max_model_len": profile.max_model_len, "max_num_seqs": profile.max_num_seqs} | data
+
+    @field_validator("remote_url")
+    @classmethod
+    def _server_urls(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        urls = [url.strip().rstrip("/") for url in value.split(",") if url.strip()]
+        for url in urls:
+            parsed = urlsplit(url)
+            if parsed.scheme not in ("http", "https") or not parsed.hostname:
+                raise ValueError(f"{url!r} is not an http(s) URL such as http://gpu-1:8000")
+        return ",".join(urls)
+
+    @property
+    def remote_urls(self) -> list[str]:
+        return self.remote_url.split(",") if self.remote_url else []
+
+    @model_validator(mode="after")
+    def _remote_has_servers(self) -> Settings:
+        if self.engine == "remote" and not self.remote_url:
+            raise ValueError(
+                f"{env_name('engine')}=remote needs {env_name('remote_url')}: the base URL of "
+                f"one or more vLLM servers (vllm serve), e.g. http://gpu-1:8000"
+            )
+        return self
+
+    @field_validator("history_url")
+    @classmethod
+    def _history_database(cls, url: str | None) -> str | None:
+        if url is None or url.strip().lower() in ("", "off"):
+            return None
+        try:
+            return database_url(url.strip())
+        except DatabaseUrlError as exc:
+            raise ValueError(
+                f"{exc}; use sqlite:///path/history.db, "
+                f"postgresql://user:password@host:5432/db, or off"
+            ) from None
+
+    @model_validator(mode="after")
+    def _sign_in_is_possible(self) -> Settings:
+        if self.users_file is not None and not self.users_file.is_file():
+            raise ValueError(
+                f"{env_name('users_file')}={str(self.users_file)!r}: no such file; create it "
+                f"with: python -m engine add-user NAME"
+            )
+        if (self.users_file or self.auth_header) and not os.environ.get(AUTH_SECRET):
+            which = env_name("users_file" if self.users_file else "auth_header")
+            raise ValueError(
+                f"{which} turns sign-in on, which needs {AUTH_SECRET} (the key that signs "
+                f"sessions): create one with `chainlit create-secret` and set it"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _reply_fits(self) -> Settings:
+        if self.max_tokens >= self.max_model_len:
+            raise ValueError(
+                f"{env_name('max_tokens')}={self.max_tokens} leaves no room for the prompt "
+                f"in {env_name('max_model_len')}={self.max_model_len}: lower it "
+                f"(for example to {self.max_model_len // 4}) or raise the other"
+            )
+        return self

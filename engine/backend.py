@@ -1,0 +1,125 @@
+"""The seam between the app and whatever runs the model: one protocol, several backends.
+
+Usage::
+
+    backend = await open_backend(plan)          # BackendStartError: one line with the fix
+    async for output in backend.generate(ids, params, request_id):
+        output.outputs[0].token_ids, output.finished
+    await backend.abort(request_id)
+    backend.running, backend.errored, backend.capacity.lines()
+    await backend.close()
+
+Implementations: ``LocalBackend`` (vLLM's ``AsyncLLM`` in this process, ``engine.local``)
+and ``RemoteBackend`` (``vllm serve`` processes over HTTP, ``engine.remote``). Each
+translates its own failures into ``BackendDeadError`` (the engine is gone: rebuild it) and
+``GenerationError`` (one reply failed), so the supervisor and the reply path above never
+see vLLM's or httpx's exceptions. A new backend (front-end workers on a shared engine
+core, say) implements this protocol and joins ``open_backend``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .errors import EngineError
+
+if TYPE_CHECKING:
+    from vllm import SamplingParams
+
+    from deploy.preflight import Plan
+
+__all__ = [
+    "Backend",
+    "BackendDeadError",
+    "BackendStartError",
+    "Completion",
+    "Output",
+    "Report",
+    "open_backend",
+]
+
+
+class BackendStartError(EngineError):
+    """The backend could not start; the message is one line with the fix."""
+
+
+class BackendDeadError(EngineError):
+    """The backend's engine died while answering; ``cause`` says how, when known."""
+
+    def __init__(self, cause: str | None) -> None:
+        self.cause = cause
+        super().__init__(f"the engine died: {cause or 'unknown cause'}")
+
+
+class Completion(Protocol):
+    """The part of vLLM's ``CompletionOutput`` the reply path reads."""
+
+    @property
+    def token_ids(self) -> Sequence[int]: ...
+    @property
+    def finish_reason(self) -> str | None: ...
+
+
+class Output(Protocol):
+    """The part of vLLM's ``RequestOutput`` (a ``DELTA`` request's) the reply path reads."""
+
+    @property
+    def outputs(self) -> Sequence[Completion]: ...
+    @property
+    def finished(self) -> bool: ...
+
+
+class Report(Protocol):
+    """A backend's capacity report, for the log and ``/readyz``."""
+
+    def lines(self) -> list[str]: ...
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+class Backend(Protocol):
+    """A started engine that turns prompt token ids into streams of reply token ids."""
+
+    max_model_len: int  # the longest prompt plus reply it serves
+    max_num_seqs: int  # the largest batch it runs (the warm-up's largest)
+
+    @property
+    def capacity(self) -> Report:
+        """What the started engine holds, for the log and ``/readyz``."""
+        ...
+
+    def generate(
+        self, prompt_ids: list[int], params: SamplingParams, request_id: str
+    ) -> AsyncGenerator[Output, None]:
+        """The reply's token deltas; closing the iterator early aborts the request."""
+        ...
+
+    async def abort(self, request_id: str) -> None:
+        """End a request now and free its place; unknown ids are ignored."""
+
+    @property
+    def running(self) -> int:
+        """Requests held now (running or queued)."""
+        ...
+
+    @property
+    def errored(self) -> bool:
+        """Whether the engine died (the watchdog asks while no reply runs)."""
+        ...
+
+    def death_cause(self) -> str | None:
+        """How the engine died, in one line, when the backend can tell."""
+
+    async def close(self) -> None:
+        """Stop the engine (or the connections) and free what it holds; idempotent."""
+
+
+async def open_backend(plan: Plan) -> Backend:
+    """The backend the settings name (``ERNIE_ENGINE``), started and ready to generate."""
+    if plan.settings.engine == "remote":
+        from .remote import RemoteBackend
+
+        return await RemoteBackend.connect(plan.settings)
+    from .local import LocalBackend
+
+    return await LocalBackend.start(plan)

@@ -1,0 +1,123 @@
+"""vLLM's errors from its engine processes, read back in this one.
+
+vLLM builds its engine in other processes; when they fail, this process only hears
+"Engine core initialization failed. See root cause above". ``CoreErrorLog`` has vLLM's
+loggers, in every process, also write their errors to a file, so the root cause can be
+read back (and ``deploy.failures`` can translate it into the setting to change).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import os
+import re
+import signal
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CoreErrorLog", "ended_processes"]
+
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception))(?:: (.+))?$")
+_FRAME_LINE = re.compile(r'^File "(?:.*/)?([^/"]+)", line (\d+)')
+
+
+class CoreErrorLog:
+    """vLLM's errors from every process, in a file this process can read.
+
+    Spawned engine processes read ``VLLM_LOGGING_CONFIG_PATH`` when they import vLLM
+    (vLLM's own logging config plus a file handler); forked ones inherit the handler
+    added here. An operator's own ``VLLM_LOGGING_CONFIG_PATH`` is left alone.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / "vllm-errors.log"
+        self._config = folder / "vllm-logging.json"
+        self._handler: logging.Handler | None = None
+        self._env_set = False
+
+    def __enter__(self) -> CoreErrorLog:
+        if os.environ.get("VLLM_LOGGING_CONFIG_PATH"):
+            return self
+        from vllm import envs
+        from vllm.logger import DEFAULT_LOGGING_CONFIG
+
+        if not envs.VLLM_CONFIGURE_LOGGING:
+            return self
+        config: dict[str, Any] = copy.deepcopy(DEFAULT_LOGGING_CONFIG)
+        config["formatters"]["errors_only"] = {"format": "%(message)s"}
+        config["handlers"]["errors_file"] = {
+            "class": "logging.FileHandler",
+            "filename": str(self.path),
+            "level": "ERROR",
+            "formatter": "errors_only",
+        }
+        config["loggers"]["vllm"]["handlers"] = [
+            *config["loggers"]["vllm"]["handlers"],
+            "errors_file",
+        ]
+        self._config.write_text(json.dumps(config), encoding="utf-8")
+        os.environ["VLLM_LOGGING_CONFIG_PATH"] = str(self._config)
+        self._env_set = True
+        self._handler = logging.FileHandler(self.path, encoding="utf-8")
+        self._handler.setLevel(logging.ERROR)
+        self._handler.setFormatter(logging.Formatter("%(message)s"))
+        logging.getLogger("vllm").addHandler(self._handler)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Stop handing the config to new processes (running ones keep writing)."""
+        if self._env_set:
+            os.environ.pop("VLLM_LOGGING_CONFIG_PATH", None)
+            self._env_set = False
+
+    def close(self) -> None:
+        if self._handler is not None:
+            logging.getLogger("vllm").removeHandler(self._handler)
+            self._handler.close()
+            self._handler = None
+
+    def size(self) -> int:
+        return self.path.stat().st_size if self.path.is_file() else 0
+
+    def root_cause(self, since: int = 0) -> str | None:
+        """The first exception vLLM logged (after byte ``since``), as ``Type: message``:
+        the processes log in the order they fail, so the first is the cause and later
+        ones ("WorkerProc initialization failed", ...) are its echoes."""
+        if not self.path.is_file():
+            return None
+        with self.path.open("rb") as log:
+            log.seek(since)
+            text = log.read().decode("utf-8", errors="replace")
+        where = ""
+        lines = [line.strip() for line in text.splitlines()]
+        for number, line in enumerate(lines):
+            if frame := _FRAME_LINE.match(line):
+                code = lines[number + 1] if number + 1 < len(lines) else ""
+                where = f"at {frame.group(1)}:{frame.group(2)}: {code}"
+            elif match := _EXCEPTION_LINE.match(line):
+                return f"{match.group(1)}: {match.group(2) or where}"  # a bare assert: where
+        return None
+
+
+def ended_processes(llm: Any) -> str | None:
+    """How vLLM's engine processes ended ("EngineCore_DP0 killed by SIGKILL"), as far as
+    vLLM's process manager knows; None when it does not say (other vLLM versions)."""
+    core = getattr(llm, "engine_core", None)
+    manager = getattr(getattr(core, "resources", None), "engine_manager", None)
+    try:
+        codes: dict[str, int] = manager.finished_procs()  # type: ignore[union-attr]
+    except Exception:  # an internal API: best effort only
+        return None
+    return ", ".join(f"{name} {_ending(code)}" for name, code in codes.items()) or None
+
+
+def _ending(exit_code: int) -> str:
+    if exit_code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-exit_code).name}"
+        return f"killed by signal {-exit_code}"
+    return f"exited with code {exit_code}"

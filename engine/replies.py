@@ -1,0 +1,196 @@
+"""The reply path: a chat message becomes a prompt, a token stream, text chunks and stats.
+
+Usage::
+
+    engine = ChatEngine.from_settings(settings)   # the checks before loading run here
+    engine.start()
+    await engine.wait_ready()
+    async with contextlib.aclosing(engine.chat(history, "你好", request_id=rid)) as events:
+        async for event in events:                # TextChunk ... then one ReplyEnd
+            ...
+    await engine.abort(rid)                       # from elsewhere, e.g. a stop button
+    await engine.shutdown()
+
+``ChatEngine`` is the supervisor (``engine.supervisor``) plus this path; the backend
+under it (``engine.backend``) is whichever the settings name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any, ClassVar
+
+from vllm import SamplingParams
+
+from deploy.loading import load_settings
+from deploy.preflight import Plan, preflight
+from deploy.settings import Settings
+from deploy.system_prompts import resolve_system_prompt
+
+from .backend import BackendDeadError
+from .decode import IncrementalDecoder
+from .errors import GenerationError, MessageRefusedError
+from .message_check import check_message
+from .prompt import Prompt, PromptBuilder, Turn
+from .sampling import ChatOptions, build_sampling_params
+from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk, TokenBuffer
+from .supervisor import Supervisor
+
+__all__ = ["ChatEngine", "new_request_id"]
+
+logger = logging.getLogger(__name__)
+
+
+def new_request_id() -> str:
+    return f"chat-{uuid.uuid4().hex}"
+
+
+class ChatEngine(Supervisor):
+    """The engine a chat talks to: its life cycle, and replies to messages."""
+
+    _shared: ClassVar[ChatEngine | None] = None
+
+    def __init__(self, plan: Plan) -> None:
+        super().__init__(plan)
+        self._prompts: PromptBuilder | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ChatEngine:
+        """Check the settings against the model and the machine (SettingsError if wrong)."""
+        return cls(preflight(settings))
+
+    @classmethod
+    def shared(cls) -> ChatEngine:
+        """The process's engine: created from the settings on first use, then reused
+        (a reloaded app module, as under ``chainlit run -w``, gets the same one)."""
+        if ChatEngine._shared is None:
+            ChatEngine._shared = cls.from_settings(load_settings())
+        return ChatEngine._shared
+
+    async def shutdown(self) -> None:
+        await super().shutdown()
+        if ChatEngine._shared is self:
+            ChatEngine._shared = None
+
+    def check_message(self, text: str) -> str:
+        """``text`` cleaned for the prompt; ``MessageRefusedError`` if empty or too long.
+
+        Needs no model, so a chat can be answered while the engine loads.
+        """
+        return check_message(text, max_chars=self.settings.max_message_chars)
+
+    def build_prompt(
+        self, history: Sequence[Turn], user_text: str, options: ChatOptions = ChatOptions()
+    ) -> Prompt:
+        """The token ids the engine will see for this message (oldest turns dropped to fit)."""
+        prompts = self._prompt_builder()
+        user_text = self.check_message(user_text)
+        limit = self.settings.max_message_tokens
+        if limit is not None and (tokens := prompts.count_tokens(user_text)) > limit:
+            raise MessageRefusedError("too_many_tokens", tokens, limit)
+        system = resolve_system_prompt(
+            self.settings.system_prompt if options.system_prompt is None else options.system_prompt
+        )
+        return prompts.build(
+            history,
+            user_text,
+            system_prompt=system,
+            reply_budget=options.reply_budget(self.settings),
+        )
+
+    def _prompt_builder(self) -> PromptBuilder:
+        """The model's prompt builder for the context the backend serves (made once)."""
+        tokenizer, length = self.model.tokenizer, self.max_model_len
+        built = self._prompts
+        if built is None or built.tokenizer is not tokenizer or built.max_model_len != length:
+            built = self._prompts = PromptBuilder(tokenizer, max_model_len=length)
+        return built
+
+    async def chat(
+        self,
+        history: Sequence[Turn],
+        user_text: str,
+        *,
+        request_id: str,
+        options: ChatOptions = ChatOptions(),
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Stream the reply to ``user_text`` after ``history``."""
+        prompt = self.build_prompt(history, user_text, options)
+        params = build_sampling_params(self.settings, self.model, options)
+        stream = self.stream(
+            prompt.token_ids, params, request_id=request_id, dropped_turns=prompt.dropped_turns
+        )
+        async with contextlib.aclosing(stream) as events:
+            async for event in events:
+                yield event
+
+    async def stream(
+        self,
+        prompt_token_ids: Sequence[int],
+        params: SamplingParams,
+        *,
+        request_id: str,
+        dropped_turns: int = 0,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Stream a reply to raw prompt ids: buffered text chunks, then one ReplyEnd.
+
+        Closing this generator early (or cancelling its consumer) aborts the request
+        in the engine at once.
+        """
+        backend, ids = self.backend, list(prompt_token_ids)
+        buffer = TokenBuffer(
+            IncrementalDecoder(self.model.tokenizer, ids),
+            interval_s=self.settings.stream_interval_ms / 1000,
+        )
+        tally = _Tally(prompt_tokens=len(ids))
+        try:
+            async with contextlib.aclosing(backend.generate(ids, params, request_id)) as outputs:
+                async for output in outputs:
+                    completion, now = output.outputs[0], time.monotonic()
+                    tally.add(len(completion.token_ids), now)
+                    text = buffer.push(completion.token_ids, now=now)
+                    if output.finished:
+                        tally.finish_reason = completion.finish_reason or "stop"
+                    if text:
+                        yield TextChunk(text)
+                        if not output.finished:
+                            # Until the next flush is due, vLLM merges this request's
+                            # tokens into one output: one wake-up per flush, not per token.
+                            await asyncio.sleep(buffer.wait_s(time.monotonic()))
+        except BackendDeadError as exc:
+            self.engine_died(exc.cause)
+            raise self.unavailable() from exc
+        if tally.finish_reason not in ("stop", "length", "abort"):
+            logger.error("request %s finished with %r", request_id, tally.finish_reason)
+            raise GenerationError()
+        if tail := buffer.drain():
+            yield TextChunk(tail)
+        stats = tally.stats()
+        logger.info("request %s %s: %s", request_id, tally.finish_reason, stats.summary())
+        yield ReplyEnd(tally.finish_reason, stats, dropped_turns)
+
+
+class _Tally:
+    """One reply's counts and times, from its submission."""
+
+    def __init__(self, *, prompt_tokens: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.started = time.monotonic()
+        self.first_token_at: float | None = None
+        self.reply_tokens = 0
+        self.finish_reason: Any = "abort"
+
+    def add(self, tokens: int, now: float) -> None:
+        if tokens and self.first_token_at is None:
+            self.first_token_at = now
+        self.reply_tokens += tokens
+
+    def stats(self) -> ReplyStats:
+        ttft = None if self.first_token_at is None else self.first_token_at - self.started
+        duration = time.monotonic() - self.started
+        return ReplyStats(self.prompt_tokens, self.reply_tokens, ttft, duration)

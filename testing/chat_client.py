@@ -1,0 +1,218 @@
+"""A chat over Chainlit's own Socket.IO protocol, as a browser tab holds one.
+
+Usage::
+
+    async with ChatClient.connect(url) as chat:   # opens a chat session, like a new tab
+        reply = await chat.send("你好")             # the streamed reply and its timings
+    async with ChatClient.connect(url, headers=cookie, thread_id=chat.thread_id) as again:
+        again.resumed_thread                        # a chat from the history, resumed
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import socketio
+
+from .polling import until
+
+__all__ = ["ChatClient", "Reply", "wait_ready"]
+
+START_TIMEOUT_S = 60  # from connecting to the chat's start handler's end
+# Chainlit acknowledges a connection with a task_end, then runs the app's chat start
+# handler (if it has one) as a task: its task_start follows within milliseconds.
+HANDLER_GRACE_S = 0.5
+
+SETTLE_S = 0.5  # the app's chat start (notices, settings panel) before the first message
+
+
+@dataclass
+class Reply:
+    """One reply as the tab saw it (times from ``time.monotonic()``)."""
+
+    sent_at: float
+    first_text_at: float | None = None
+    ended_at: float | None = None
+    frames: list[str] = field(default_factory=list)  # stream_start output and stream_token
+    final: str | None = None  # the complete reply message, when the app sends one
+    error: str | None = None  # an error message the app sent instead of (or during) a reply
+
+    @property
+    def text(self) -> str:
+        return self.final if self.final is not None else "".join(self.frames)
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_text_at is None else self.first_text_at - self.sent_at
+
+
+class ChatClient:
+    def __init__(self, sio: socketio.AsyncClient) -> None:
+        self._sio = sio
+        self._reply: Reply | None = None
+        self._reply_id: str | None = None
+        self._done = asyncio.Event()
+        self._started = asyncio.Event()  # the chat's start (or resume) task ended
+        self._tasks: list[str] = []  # task_start and task_end, as they came
+        self.streamed_ids: set[str] = set()  # every message id this chat was streamed
+        self.session_id = str(uuid.uuid4())  # Chainlit's id of this chat's session
+        self.thread_id: str | None = None  # the chat's id in the history, once it has one
+        self.resumed_thread: dict[str, Any] | None = None  # what the app sent to resume
+        self.messages: list[str] = []  # every message the app sent this chat, in order
+        sio.on("stream_start", self._on_stream_start)
+        sio.on("stream_token", self._on_stream_token)
+        sio.on("new_message", self._on_new_message)
+        sio.on("task_start", self._on_task_start)
+        sio.on("task_end", self._on_task_end)
+        sio.on("resume_thread", self._on_resume_thread)
+        sio.on("resume_thread_error", self._on_resume_error)
+        self._resuming = False  # a resumed chat has started once the app sent it
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def connect(
+        cls, url: str, *, headers: dict[str, str] | None = None, thread_id: str | None = None
+    ) -> AsyncIterator[ChatClient]:
+        """A new chat, or with ``thread_id`` one resumed from the history; ``headers`` go
+        with the websocket handshake (a session cookie)."""
+        sio = socketio.AsyncClient()
+        client = cls(sio)
+        client._resuming = thread_id is not None
+        auth = {
+            "clientType": "webapp",
+            "sessionId": client.session_id,
+            "threadId": thread_id,
+            "userEnv": "{}",
+            "chatProfile": None,
+        }
+        await sio.connect(
+            url,
+            socketio_path="/ws/socket.io",
+            auth=auth,
+            transports=["websocket"],
+            headers=dict(headers or {}),  # engine.io takes the cookie out of the dict
+        )
+        try:
+            await sio.emit("connection_successful")
+            await client._settle()  # the chat's start (or resume) handler has run
+            yield client
+        finally:
+            await sio.disconnect()
+
+    @property
+    def reply(self) -> Reply | None:
+        """The reply in progress (or the last one), as it stands."""
+        return self._reply
+
+    async def change_settings(self, values: dict[str, Any]) -> None:
+        """What the settings panel's confirm button sends (every widget's value)."""
+        await self._sio.emit("chat_settings_change", values)
+
+    async def stop(self) -> None:
+        """What the stop button sends."""
+        await self._sio.emit("stop")
+
+    async def drop(self) -> None:
+        """Lose the connection as a network or proxy does: the websocket closes, with no
+        Socket.IO goodbye (the client then reconnects as a browser would)."""
+        await self._sio.eio.ws.close()
+
+    async def send(self, text: str, *, timeout_s: float = 600) -> Reply:
+        """Send a message and wait for the app to finish answering it (or for its error)."""
+        self._reply, self._reply_id = Reply(sent_at=time.monotonic()), None
+        self._done.clear()
+        message = {
+            "id": str(uuid.uuid4()),
+            "threadId": "",
+            "name": "User",
+            "type": "user_message",
+            "output": text,
+            "createdAt": datetime.now(UTC).isoformat(),
+        }
+        await self._sio.emit("client_message", {"message": message, "fileReferences": []})
+        await asyncio.wait_for(self._done.wait(), timeout_s)
+        return self._reply
+
+    async def _on_resume_thread(self, thread: dict[str, Any]) -> None:
+        self.resumed_thread = thread
+        self._started.set()
+
+    async def _on_resume_error(self, *_: Any) -> None:
+        self._started.set()  # resumed_thread stays None: the app could not resume it
+
+    async def _on_stream_start(self, step: dict[str, Any]) -> None:
+        self.streamed_ids.add(step["id"])
+        self.thread_id = step.get("threadId") or self.thread_id
+        if self._reply is None:
+            return
+        self._reply_id = step["id"]
+        self._text_arrived(step.get("output") or "")
+
+    async def _on_stream_token(self, data: dict[str, Any]) -> None:
+        self.streamed_ids.add(data["id"])
+        if self._reply is not None and data.get("id") == self._reply_id:
+            self._text_arrived(data["token"])
+
+    def _text_arrived(self, text: str) -> None:
+        assert self._reply is not None
+        self._reply.frames.append(text)
+        if self._reply.first_text_at is None:
+            self._reply.first_text_at = time.monotonic()
+
+    async def _on_new_message(self, step: dict[str, Any]) -> None:
+        self.thread_id = step.get("threadId") or self.thread_id
+        self.messages.append(step.get("output") or "")
+        if self._reply is None:
+            return
+        if step.get("id") == self._reply_id:
+            self._reply.final = step["output"]
+        elif step.get("isError"):
+            self._reply.error = step["output"]
+
+    async def _settle(self) -> None:
+        """Until the app is ready for a message, as a browser tab waits."""
+        if self._resuming:
+            await asyncio.wait_for(self._started.wait(), START_TIMEOUT_S)
+            return
+        await until(lambda: self._tasks, START_TIMEOUT_S, "connection ack", interval_s=0.01)
+        with contextlib.suppress(AssertionError):  # an app without a chat start handler
+            await until(lambda: "start" in self._tasks, HANDLER_GRACE_S, "chat start")
+        if "start" in self._tasks:
+            await until(lambda: self._tasks[-1] == "end", START_TIMEOUT_S, "chat start's end")
+
+    async def _on_task_start(self, *_: Any) -> None:
+        self._tasks.append("start")
+
+    async def _on_task_end(self, *_: Any) -> None:
+        self._tasks.append("end")
+        # The reply's task, not the chat start's: under load that one can end after the
+        # message was sent. A message answered with an error has no text.
+        if self._reply is not None and (
+            self._reply.first_text_at is not None or self._reply.error is not None
+        ):
+            self._reply.ended_at = time.monotonic()
+            self._done.set()
+
+
+async def wait_ready(url: str, timeout_s: float) -> dict[str, Any]:
+    """Poll ``/readyz`` until 200 (its body), or fail with the app's reason."""
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(timeout=5) as client:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                response = await client.get(f"{url}/readyz")
+                body: dict[str, Any] = response.json()
+                if response.status_code == 200:
+                    return body
+                if body.get("state") == "failed":
+                    raise RuntimeError(f"engine failed: {body.get('reason')}")
+            await asyncio.sleep(0.5)
+    raise TimeoutError(f"{url} not ready after {timeout_s} s")

@@ -1,0 +1,38 @@
+"""The demo model's settings for tests and the CI-sized benchmark: small enough for two
+engines at once on a 2-core, 24 GiB machine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deploy.settings import Settings
+
+__all__ = ["APP_ENV", "DEMO_APP_ENV", "ENGINE_SETTINGS", "hermetic_settings"]
+
+ENGINE_SETTINGS: dict[str, Any] = {
+    "kv_cache_gb": 0.5,
+    "max_model_len": 2048,
+    "max_tokens": 256,
+    "max_num_seqs": 32,
+}
+# The same, as an app's environment (warm-up off: a test's first chat is its own).
+APP_ENV: dict[str, str] = {
+    "ERNIE_KV_CACHE_GB": "0.5",
+    "ERNIE_MAX_MODEL_LEN": "2048",
+    "ERNIE_MAX_NUM_SEQS": "32",
+    "ERNIE_WARMUP": "false",
+}
+
+# The session's demo app (scripted model): what the browser tests, the operations
+# endpoints and the soak meet.
+DEMO_APP_ENV: dict[str, str] = {
+    "ERNIE_KV_CACHE_GB": "0.5",
+    "ERNIE_MAX_MODEL_LEN": "16384",  # the settings slider then reaches 8192 tokens
+    "ERNIE_MAX_TOKENS": "300",
+    "ERNIE_STREAM_INTERVAL_MS": "50",
+}
+
+
+def hermetic_settings(**values: Any) -> Settings:
+    """Settings from ``values`` and defaults only (no environment file)."""
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]

@@ -1,0 +1,165 @@
+"""The processes the tests and the benchmark start: the app, vLLM's OpenAI server.
+
+Usage::
+
+    with AppServer.started({"ERNIE_MODEL": path}, log) as app:   # chainlit run app.py
+        app.wait("/", timeout_s=180); app.readyz()
+    with openai_server(plan, log) as vllm:                         # vllm serve, same args
+        vllm.wait("/v1/models", timeout_s=300)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from deploy.preflight import Plan
+
+from .polling import until
+
+__all__ = ["ROOT", "AppServer", "Server", "free_port", "openai_server", "serve_flags"]
+
+ROOT = Path(__file__).resolve().parent.parent
+# The engine arguments the app sets (deploy.engine_args), as vLLM's server flags.
+SERVE_FLAGS = (
+    "model",
+    "tokenizer",
+    "dtype",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "load_format",
+    "kv_cache_memory_bytes",
+    "block_size",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def clean_environ(**values: str) -> dict[str, str]:
+    """This process's environment without its ERNIE_* settings, plus ``values``."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("ERNIE_")} | values
+
+
+@dataclass
+class Server:
+    """A server process in a process group of its own (``stop`` ends the group), but not
+    in a session of its own: with Linux's autogroup scheduling, a new session makes a
+    scheduling group where vLLM's busy-waiting CPU engine starves the stream to the
+    clients (README, "CPU hosts"), which is not what the tests are about."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    @classmethod
+    @contextlib.contextmanager
+    def started(cls, command: list[str], env: Mapping[str, str], log: Path) -> Iterator[Any]:
+        """``command`` (which takes ``{port}``) running until the block ends."""
+        port = free_port()
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [part.format(port=port) for part in command],
+                cwd=ROOT,
+                env=dict(env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+            )
+        server = cls(f"http://127.0.0.1:{port}", process, log)
+        try:
+            yield server
+        finally:
+            server.stop()
+
+    def wait(self, path: str, timeout_s: float) -> None:
+        """Until ``path`` answers 200 (the process must stay alive meanwhile)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.log.name} exited: {self.log.read_text()[-2000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}{path}", timeout=5).status_code == 200:
+                    return
+            time.sleep(0.2)
+        raise TimeoutError(f"{self.url}{path} not ready after {timeout_s} s")
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+class AppServer(Server):
+    """``chainlit run app.py`` (or another Chainlit app) with these ERNIE_* settings."""
+
+    @classmethod
+    @contextlib.contextmanager
+    def run(
+        cls, env: Mapping[str, str], log: Path, *, app: str = "app.py", nice: int = 0
+    ) -> Iterator[AppServer]:
+        """The app until the block ends; ``nice``: under ``nice`` (vLLM's CPU engine
+        spins on both cores of a small machine; a browser under test needs CPU too)."""
+        command = [sys.executable, "-m", "chainlit", "run", app, "--headless"]
+        command += ["--host", "127.0.0.1", "--port", "{port}"]
+        if nice:
+            command = ["nice", "-n", str(nice), *command]
+        with cls.started(command, clean_environ(**env), log) as server:
+            yield server
+
+    def readyz(self) -> tuple[int, dict[str, Any]]:
+        response = httpx.get(f"{self.url}/readyz", timeout=5)
+        return response.status_code, response.json()
+
+    async def wait_for_running(self, count: int, *, within_s: float) -> None:
+        """Until the engine holds ``count`` requests (``/readyz``), polling without blocking."""
+        async with httpx.AsyncClient(timeout=5) as client:
+
+            async def holds() -> bool:
+                body = (await client.get(f"{self.url}/readyz")).json()
+                return bool(body.get("running_requests") == count)
+
+            await until(holds, within_s, f"{count} running requests", interval_s=0.02)
+
+
+def serve_flags(plan: Plan) -> list[str]:
+    """``vllm serve`` flags for the engine arguments the app would use."""
+    from deploy.engine_args import build_engine_args
+
+    args = build_engine_args(plan)
+    flags = []
+    for name in SERVE_FLAGS:
+        value = getattr(args, name)
+        if value is not None:
+            flags += [f"--{name.replace('_', '-')}", str(value)]
+    if args.enforce_eager:
+        flags.append("--enforce-eager")
+    return flags
+
+
+def openai_server(plan: Plan, log: Path) -> contextlib.AbstractContextManager[Server]:
+    """vLLM's own server with the app's engine arguments (``vllm serve``)."""
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *serve_flags(plan)]
+    command += ["--port", "{port}", "--served-model-name", "bench", "--disable-uvicorn-access-log"]
+    return Server.started(command, dict(os.environ), log)

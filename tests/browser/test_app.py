@@ -1,0 +1,296 @@
+"""The chat UI in a real browser, on the real app and the real CPU engine.
+
+The app runs the scripted demo model: every reply is ``**注意：**正文`` followed by a loop
+of ten characters until the max-tokens limit, so lengths and rendering are known.
+The tests share one app process and run in order: the first one meets the engine loading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+from deploy.system_prompts import resolve_system_prompt
+from engine.prompt import PromptBuilder
+from testing.browser import CHROMIUM, CHROMIUM_ARGS, STATS_LINE, Chat
+from testing.chat_client import ChatClient
+from testing.demo import DEMO_APP_ENV
+from testing.engines import DemoApp
+from testing.servers import ROOT, AppServer
+
+pytestmark = pytest.mark.engine
+
+ARTIFACTS = ROOT / "artifacts"
+MAX_TOKENS = int(DEMO_APP_ENV["ERNIE_MAX_TOKENS"])
+INTERVAL_MS = int(DEMO_APP_ENV["ERNIE_STREAM_INTERVAL_MS"])
+
+
+@pytest.fixture(scope="module")
+def app_server(demo_app: DemoApp) -> AppServer:
+    return demo_app.server
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        await chromium.close()
+
+
+def screenshot_path(name: str) -> str:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return str(ARTIFACTS / name)
+
+
+def stats_of(text: str) -> dict[str, float]:
+    match = re.search(
+        r"(\d+) tokens · first token (\d+) ms · ([\d.]+) tokens/s · prompt (\d+) tokens", text
+    )
+    assert match, text
+    tokens, ttft, speed, prompt = match.groups()
+    return {
+        "tokens": int(tokens),
+        "ttft_ms": int(ttft),
+        "speed": float(speed),
+        "prompt": int(prompt),
+    }
+
+
+async def test_loading_state_then_a_queued_message_gets_a_streamed_reply(
+    app_server: AppServer, browser: Browser
+) -> None:
+    chat = await Chat.open(browser, app_server.url)
+    await expect(chat.page.get_by_text("Loading the model")).to_be_visible(timeout=30_000)
+    status, body = app_server.readyz()
+    assert status == 503 and body["state"] == "loading"
+    await chat.page.screenshot(path=screenshot_path("loading-en.png"))
+
+    sent_at = await chat.send("你好，请介绍一下你自己。")  # while the engine still loads
+    await expect(chat.page.get_by_text("Model ready").first).to_be_visible(timeout=180_000)
+    reply = await chat.reply_after(1)
+
+    # The thinking indicator came before the first token, and went when text started.
+    thinking = [e for e in chat.named("new_message", sent_at) if "Thinking" in e[2]["output"]]
+    first_token = chat.named("stream_start", sent_at)[0]
+    removed = [
+        e for e in chat.named("delete_message", sent_at) if e[2]["id"] == thinking[0][2]["id"]
+    ]
+    assert thinking[0][0] <= removed[0][0] <= first_token[0]
+    await expect(chat.page.get_by_text("Thinking")).to_have_count(0)
+
+    # Markdown: CJK bold renders (no asterisks), and the reply is whole.
+    assert "注意" in await chat.bold_texts(reply)
+    text = await reply.inner_text()
+    assert "**" not in text and "注意：正文一二三" in text and "\ufffd" not in text
+    assert stats_of(text)["tokens"] == MAX_TOKENS
+    assert f"cut at the limit of {MAX_TOKENS} tokens" in text
+    demo_notice = chat.assistant().filter(has_text="Demo model")
+    assert await demo_notice.count() == 1
+    notice_box, reply_box = await demo_notice.bounding_box(), await reply.bounding_box()
+    assert notice_box and reply_box and notice_box["y"] < reply_box["y"]  # notices first
+    await chat.close()
+
+
+async def test_settings_panel_sets_max_tokens_for_the_next_reply(
+    app_server: AppServer, browser: Browser
+) -> None:
+    chat = await Chat.open(browser, app_server.url)
+    await chat.set_max_tokens(64)
+    await chat.send("短一点")
+    text = await (await chat.reply_after(1)).inner_text()
+    assert stats_of(text)["tokens"] == 64
+    assert "cut at the limit of 64 tokens" in text
+    await chat.page.screenshot(path=screenshot_path("chat-en.png"))
+    await chat.close()
+
+
+async def test_a_256_token_reply_arrives_in_few_websocket_frames(
+    app_server: AppServer, browser: Browser
+) -> None:
+    chat = await Chat.open(browser, app_server.url)
+    await chat.set_max_tokens(256)
+    sent_at = await chat.send("数一数")
+    stats = stats_of(await (await chat.reply_after(1)).inner_text())
+    assert stats["tokens"] == 256
+    frames = len(chat.named("stream_start", sent_at)) + len(chat.named("stream_token", sent_at))
+    # The server generated from the first to the last token in (tokens - 1) / speed s:
+    # one frame at the first text, at most one per interval after it, and the last flush.
+    generating_s = (stats["tokens"] - 1) / stats["speed"]
+    assert frames <= generating_s / (INTERVAL_MS / 1000) + 2, (frames, generating_s)
+    assert frames < 256 / 4
+
+
+async def test_stop_button_ends_a_long_reply_and_frees_the_engine(
+    app_server: AppServer, browser: Browser
+) -> None:
+    # On a 2-core machine the engine's processes and the page share two cores: the page
+    # can stay too busy rendering to take the click until the reply is over, or take it
+    # before the first text. Such a try says nothing about keeping what was written, so it
+    # is made again (at most 3 times); once the click lands mid-reply, every assertion
+    # below is strict.
+    for _ in range(3):
+        if await stop_a_long_reply(app_server, browser):
+            return
+    pytest.fail("the page never took the stop click while a reply ran (3 tries)")
+
+
+async def stop_a_long_reply(app_server: AppServer, browser: Browser) -> bool:
+    longest = 8192  # about 30 s on this machine
+    chat = await Chat.open(browser, app_server.url)
+    await chat.set_max_tokens(longest)
+    await chat.page.fill("#chat-input", "写一篇很长的文章")
+    # Playwright's key press waits for the busy page: press in the background and
+    # watch the engine through the server.
+    sending = asyncio.create_task(chat.page.keyboard.press("Enter"))
+    await app_server.wait_for_running(1, within_s=60)
+    try:
+        # A DOM click event, as the browser delivers a real one; Playwright's click() also
+        # waits for animation frames that a page busy rendering a fast stream rarely gives.
+        await chat.page.locator("#stop-button").dispatch_event("click", timeout=20_000)
+    except PlaywrightTimeoutError:
+        await app_server.wait_for_running(0, within_s=60)
+        await sending
+        await chat.close()
+        return False
+    deadline = time.monotonic() + 60
+    while not [e for e in chat.sent if e[1] == "stop"]:  # the page acted on the click
+        assert time.monotonic() < deadline, "the page never sent stop"
+        await asyncio.sleep(0.01)
+    await app_server.wait_for_running(0, within_s=1)  # freed within a second of the stop
+    await sending
+    if not chat.named("stream_start"):  # stopped before the first text: nothing to keep
+        await chat.close()
+        return False
+    await expect(chat.page.get_by_text("Task manually stopped.")).to_be_visible(timeout=60_000)
+    partial = chat.assistant().filter(has_text="注意")
+    await expect(partial).to_have_count(1, timeout=60_000)  # what was written stays
+    # The first flush comes as stream_start's output, later ones as stream_token: a stop
+    # that lands right after the first flush has no stream_token at all.
+    streamed = "".join(e[2]["output"] for e in chat.named("stream_start")) + "".join(
+        e[2]["token"] for e in chat.named("stream_token")
+    )
+    assert 0 < len(streamed) < longest
+    assert await chat.page.get_by_text(STATS_LINE).count() == 0  # the reply never finished
+    await chat.close()
+    return True
+
+
+async def test_edit_answers_again_without_the_later_turns(
+    app_server: AppServer, browser: Browser, scripted_model: Path
+) -> None:
+    chat = await Chat.open(browser, app_server.url)
+    for count, question in enumerate(["第一个问题", "第二个问题", "第三个问题"], start=1):
+        await chat.send(question)
+        await chat.reply_after(count)
+    third = stats_of(await chat.assistant().filter(has_text="tokens · first").nth(2).inner_text())
+
+    first = chat.page.locator('[data-step-type="user_message"]').first
+    await first.hover()
+    await first.locator("button.edit-message").click()
+    await chat.page.fill("#edit-chat-input", "改过的问题")
+    await chat.page.click("button.confirm-edit")
+    reply = await chat.reply_after(1)  # the later turns are gone from the page too
+    edited = stats_of(await reply.inner_text())
+
+    from transformers import AutoTokenizer
+
+    builder = PromptBuilder(AutoTokenizer.from_pretrained(scripted_model), max_model_len=16384)
+    alone = builder.build(
+        [], "改过的问题", system_prompt=resolve_system_prompt("zh"), reply_budget=MAX_TOKENS
+    )
+    assert edited["prompt"] == len(alone.token_ids) < third["prompt"]
+    await chat.close()
+
+
+async def test_chinese_browser_gets_chinese_strings(
+    app_server: AppServer, browser: Browser
+) -> None:
+    chat = await Chat.open(browser, app_server.url, locale="zh-CN")
+    await expect(chat.page.locator("#chat-input")).to_have_attribute(
+        "placeholder", re.compile("在此输入")
+    )
+    await expect(chat.page.get_by_text("演示模型")).to_be_visible()
+    await chat.set_max_tokens(64)
+    await chat.send("你好")
+    reply = await chat.assistant().filter(has_text="个词元").first.inner_text(timeout=60_000)
+    assert "首词元" in reply and "回复已在" in reply
+    await chat.page.screenshot(path=screenshot_path("chat-zh-CN.png"))
+    await chat.close()
+
+
+LONG_REPLY = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 4096, "system_prompt": "zh"}
+
+
+def aborted_replies(app: AppServer) -> float:
+    text = httpx.get(f"{app.url}/metrics", timeout=5).text
+    found = re.search(r'^ernie_replies_total\{finish_reason="abort"\} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+async def test_closing_the_tab_frees_the_engine_within_a_second(
+    app_server: AppServer, browser: Browser
+) -> None:
+    chat = await Chat.open(browser, app_server.url)
+    await chat.set_max_tokens(4096)
+    aborted = aborted_replies(app_server)
+    mark = await chat.send("写一篇很长的文章")
+    await chat.wait_for("stream_start", mark)
+    await app_server.wait_for_running(1, within_s=5)  # the reply is still being written
+    await chat.close()
+    await app_server.wait_for_running(0, within_s=1)
+    assert aborted_replies(app_server) == aborted + 1  # stopped, not finished
+
+
+async def test_a_dropped_websocket_frees_the_engine_within_a_second(
+    app_server: AppServer,
+) -> None:
+    async with ChatClient.connect(app_server.url) as chat:
+        await chat.change_settings(LONG_REPLY)
+        aborted = aborted_replies(app_server)
+        sending = asyncio.create_task(chat.send("写一篇很长的文章"))
+        while chat.reply is None or chat.reply.first_text_at is None:
+            await asyncio.sleep(0.01)
+        await app_server.wait_for_running(1, within_s=5)
+        await chat.drop()
+        await app_server.wait_for_running(0, within_s=1)
+        sending.cancel()
+    assert aborted_replies(app_server) == aborted + 1
+
+
+async def test_twenty_chats_at_once_see_only_their_own_tokens(app_server: AppServer) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        chats = await asyncio.gather(
+            *(stack.enter_async_context(ChatClient.connect(app_server.url)) for _ in range(20))
+        )
+        replies = await asyncio.gather(*(c.send(f"第{i}个问题") for i, c in enumerate(chats)))
+        for chat, reply in zip(chats, replies, strict=True):
+            assert reply.error is None and reply.final is not None
+            assert len(chat.streamed_ids) == 1  # one reply, and no other chat's tokens
+            assert STATS_LINE in reply.final  # its own final message, with its stats
+        assert len(set.union(*(c.streamed_ids for c in chats))) == 20
+    await app_server.wait_for_running(0, within_s=1)
+
+
+async def test_a_file_sent_to_the_text_model_is_refused_and_the_chat_goes_on(
+    app_server: AppServer,
+) -> None:
+    async with ChatClient.connect(app_server.url) as chat:
+        upload = httpx.post(
+            f"{app_server.url}/project/file",
+            params={"session_id": chat.session_id},
+            files={"file": ("photo.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 64, "image/png")},
+            timeout=10,
+        )
+        assert upload.status_code == 400  # the app offers no uploads: Chainlit refuses them
+        reply = await chat.send("你好")
+        assert reply.error is None and reply.text

@@ -1,0 +1,76 @@
+"""The chat record the model sees, and the CJK emphasis repair (pure logic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chat.conversation import Conversation
+from chat.markdown import fix_cjk_emphasis
+from engine.prompt import Turn
+
+
+def test_record_and_turns_in_order() -> None:
+    conversation = Conversation()
+    conversation.record("m1", "你好", "你好！")
+    conversation.record("m2", "再见", "再见！")
+    assert conversation.turns() == [
+        Turn("user", "你好"),
+        Turn("assistant", "你好！"),
+        Turn("user", "再见"),
+        Turn("assistant", "再见！"),
+    ]
+
+
+def test_editing_a_message_forgets_it_and_everything_after() -> None:
+    conversation = Conversation()
+    for i in range(4):
+        conversation.record(f"m{i}", f"q{i}", f"a{i}")
+    assert conversation.rewind_to("m1") == 3
+    assert [t.content for t in conversation.turns()] == ["q0", "a0"]
+    assert conversation.rewind_to("unknown") == 0  # a new message: nothing to forget
+    assert len(conversation) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "fixed"),
+    [
+        ("**注意：**正文", "**注意**：正文"),
+        ("正文**“引用”**结束", "正文“**引用**”结束"),
+        ("**注意：** 正文", "**注意：** 正文"),  # CommonMark already renders these
+        ("**bold** text", "**bold** text"),
+        ("a **b.** c", "a **b.** c"),
+        ("**注意**正文", "**注意**正文"),
+        ("两处**甲：**乙和**丙！**丁", "两处**甲**：乙和**丙**！丁"),
+        ("***", "***"),
+    ],
+)
+def test_cjk_emphasis_renders_bold(text: str, fixed: str) -> None:
+    assert fix_cjk_emphasis(text) == fixed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "`a**注意：**b`",
+        "说明 `x**注意：**y` 和 **注意：**正文",
+        "```\n**注意：**代码\n```\n\n**注意：**正文",
+        "    **注意：**缩进的代码\n\n**注意：**正文",
+        "> **注意：**引用 ``a ` **注意：**b``",
+        "- **注意：**列表\n- `**提示：**代码`",
+    ],
+)
+def test_cjk_emphasis_leaves_code_as_written(text: str) -> None:
+    """Code spans and code blocks (as CommonMark's parser finds them) are untouched;
+    the emphasis around them is still fixed."""
+    from markdown_it import MarkdownIt
+
+    def code(source: str) -> list[str]:
+        tokens = MarkdownIt("commonmark").parse(source)
+        blocks = [t.content for t in tokens if t.type in ("fence", "code_block")]
+        inline = [c.content for t in tokens for c in t.children or [] if c.type == "code_inline"]
+        return blocks + inline
+
+    fixed = fix_cjk_emphasis(text)
+    assert code(fixed) == code(text) and code(text)
+    if "正文" in text or "列表" in text or "引用" in text:
+        assert fixed != text  # the emphasis outside the code was fixed

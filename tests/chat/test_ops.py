@@ -1,0 +1,74 @@
+"""The operations endpoints of the running app: health, readiness with capacity, metrics."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from testing.engines import DemoApp
+from testing.servers import ROOT, AppServer
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def server(demo_app: DemoApp) -> AppServer:
+    return demo_app.server
+
+
+def test_readyz_is_503_while_loading_then_200_with_the_capacity(demo_app: DemoApp) -> None:
+    server = demo_app.server
+    assert httpx.get(f"{server.url}/healthz").json() == {"status": "alive"}
+    code, body = demo_app.first_readyz  # the page serves at once; the engine loads for seconds
+    assert code == 503, body
+    assert body["state"] == "loading" and body["elapsed_s"] >= 0
+    code, body = server.readyz()
+
+    deadline = time.monotonic() + 300
+    while code != 200:
+        assert time.monotonic() < deadline, body
+        assert body["state"] == "loading", body
+        time.sleep(0.5)
+        code, body = server.readyz()
+
+    capacity = body["capacity"]
+    assert body["state"] == "ready" and body["running_requests"] == 0
+    assert capacity["backend"] == "cpu" and capacity["max_model_len"] == 16384
+    assert capacity["kv_cache_tokens"] == capacity["kv_cache_blocks"] * capacity["block_size"]
+    assert capacity["settings"]["kv_cache_gb"] == {"value": 0.5, "from": "environment"}
+    assert httpx.get(f"{server.url}/healthz").status_code == 200
+
+
+def test_metrics_parse_and_count_a_chat(server: AppServer) -> None:
+    chat = subprocess.run(
+        [sys.executable, "scripts/socket_chat.py", server.url, "你好", "--wait-ready", "300"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=360,
+    )
+    assert chat.returncode == 0, chat.stderr[-2000:]
+
+    response = httpx.get(f"{server.url}/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(response.text)}
+    samples = {s.name: s.value for f in families.values() for s in f.samples if not s.labels}
+
+    assert samples["ernie_messages_total"] >= 1
+    assert samples["ernie_time_to_first_token_seconds_count"] >= 1
+    assert samples["ernie_reply_tokens_count"] >= 1
+    assert samples["ernie_reply_tokens_sum"] >= 1
+    assert "ernie_chats_open" in samples and "ernie_stops_total" in samples
+    assert "ernie_errors" in families and "ernie_replies" in families
+    # vLLM's own engine metrics, from the same scrape
+    assert "vllm:num_requests_running" in families
+    generated = [
+        s.value for s in families["vllm:generation_tokens"].samples if s.name.endswith("_total")
+    ]
+    assert generated and sum(generated) >= 1

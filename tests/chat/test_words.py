@@ -1,0 +1,132 @@
+"""Every word a user reads: the translations in both languages, Chainlit's fallback for
+others, and the rendering of notices, footers and errors (pure functions, no server)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+
+from chat import i18n
+from chat.i18n import Strings, strings_for
+from chat.limits import LimitExceededError
+from chat.render import engine_notes, error_text, final_reply, footer
+from engine import (
+    EngineFailedError,
+    EngineRestartingError,
+    EngineState,
+    EngineStatus,
+    GenerationError,
+    MessageRefusedError,
+    PromptTooLongError,
+    ReplyEnd,
+    ReplyStats,
+)
+from engine.errors import RefusalReason
+from testing.servers import ROOT
+
+TRANSLATIONS = ROOT / ".chainlit" / "translations"
+LANGUAGES = ("en-US", "zh-CN")
+
+
+def app_table(language: str) -> dict[str, Any]:
+    data = json.loads((TRANSLATIONS / f"{language}.json").read_text(encoding="utf-8"))
+    return dict(data["app"])
+
+
+@pytest.fixture(params=LANGUAGES)
+def t(request: pytest.FixtureRequest) -> Strings:
+    return Strings(app_table(request.param))
+
+
+def test_english_and_chinese_have_the_same_keys_and_placeholders() -> None:
+    english, chinese = app_table("en-US"), app_table("zh-CN")
+    assert english.keys() == chinese.keys()
+    for key, text in english.items():
+        if isinstance(text, str):
+            placeholders = set(re.findall(r"{(\w+)", text))
+            assert placeholders == set(re.findall(r"{(\w+)", str(chinese[key]))), key
+    assert len(english["starters"]) == len(chinese["starters"])
+
+
+def test_every_key_the_app_uses_exists() -> None:
+    used = set()
+    for source in (ROOT / "chat").glob("*.py"):
+        used |= set(re.findall(r'\bt\(\s*"(\w+)"', source.read_text(encoding="utf-8")))
+    # Keys the code builds: one per refusal reason the engine raises.
+    used |= {f"refused_{reason}" for reason in get_args(RefusalReason)}
+    assert {"loading", "thinking", "refused_empty"} <= used  # the scan sees the code
+    for language in LANGUAGES:
+        assert used <= app_table(language).keys(), language
+
+
+def test_other_languages_fall_back_through_chainlits_loading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "translations"
+    shutil.copytree(TRANSLATIONS, folder)
+    (folder / "xx-XX.json").write_text('{"chat": {}}', encoding="utf-8")  # Chainlit's own
+    monkeypatch.setattr("chainlit.config.config_translation_dir", str(folder))
+    strings_for.cache_clear()
+    try:
+        assert strings_for("xx-XX").table == app_table("en-US")  # a file without "app"
+        assert strings_for("ja").table == app_table("en-US")
+        assert strings_for("zh").table == app_table("zh-CN")  # the regional variant
+        # As Chainlit's own page strings: no zh-TW file, no "zh" file, so English.
+        assert strings_for("zh-TW").table == app_table("en-US")
+    finally:
+        strings_for.cache_clear()
+    assert strings_for.cache_info().maxsize == i18n.LANGUAGES_KEPT  # bounded by clients
+
+
+def test_engine_notes(t: Strings) -> None:
+    ready = EngineStatus(EngineState.READY, 12.4)
+    assert engine_notes(ready, t, loaded_now=True, demo=False) == [t("ready", seconds=12)]
+    assert engine_notes(ready, t, loaded_now=False, demo=True) == [t("demo_model")]
+    restarting = EngineStatus(EngineState.RESTARTING, 1.0, "killed")
+    assert engine_notes(restarting, t, loaded_now=True, demo=True) == [t("restarting")]
+    failed = EngineStatus(EngineState.FAILED, 3.0, "no model")
+    assert engine_notes(failed, t, loaded_now=True, demo=False) == [t("failed", reason="no model")]
+
+
+def end(reason: str, *, dropped: int = 0, ttft: float | None = 0.021) -> ReplyEnd:
+    return ReplyEnd(reason, ReplyStats(30, 64, ttft, 1.021), dropped)  # type: ignore[arg-type]
+
+
+def test_footer_notes_how_the_reply_ended_and_its_stats(t: Strings) -> None:
+    cut = footer(end("length", dropped=2), t, reply_budget=64)
+    assert t("cut_by_length", max_tokens=64) in cut and t("dropped_turns", count=2) in cut
+    stats = t("stats", tokens=64, ttft_ms="21", speed="63.0", prompt=30)
+    assert cut.endswith(f"*{stats}*  ") and cut.startswith("\n\n")
+    assert t("stopped") in footer(end("abort", ttft=None), t, reply_budget=64)
+    assert "-" in footer(end("abort", ttft=None), t, reply_budget=64)
+    assert footer(None, t, reply_budget=64) == ""
+    finished = final_reply("**注意：**正文", end("stop"), t, reply_budget=64)
+    assert finished.startswith("**注意**：正文\n\n")
+
+
+@pytest.mark.parametrize(
+    ("error", "key", "values"),
+    [
+        (LimitExceededError("replies", 2, retry_after_s=None), "limit_replies", {"limit": 2}),
+        (
+            LimitExceededError("per_minute", 20, retry_after_s=4.2),
+            "limit_per_minute",
+            {"limit": 20, "seconds": 5},
+        ),
+        (MessageRefusedError("empty", 0, 1), "refused_empty", {"size": 0, "limit": 1}),
+        (PromptTooLongError(900, 800), "too_long", {"tokens": 900, "limit": 800}),
+        (EngineRestartingError("killed"), "restarting", {}),
+        (EngineFailedError("no model"), "failed", {"reason": "no model"}),
+        (GenerationError(), "generation_failed", {}),
+        (KeyError("a bug"), "unexpected_error", {}),  # never the exception's own text
+    ],
+)
+def test_errors_are_words_for_the_user(
+    t: Strings, error: Exception, key: str, values: dict[str, Any]
+) -> None:
+    assert error_text(error, t) == t(key, **values)

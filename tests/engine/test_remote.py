@@ -1,0 +1,210 @@
+"""ERNIE_ENGINE=remote against a real ``vllm serve`` (CPU backend, the scripted demo
+model) started here: streaming, stop ids, the stop button and a closed stream aborting
+on the server, stats, the capacity report; and the app on it through Chainlit."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from deploy.demo_model import SCRIPTED_REPLY
+from deploy.loading import load_settings
+from deploy.settings import SettingsError
+from engine import ChatEngine, ChatOptions, EngineState, ReplyEnd, TextChunk
+from engine.completions import (
+    Collector,
+    RemoteCompletion,
+    RemoteOutput,
+    RemoteServerError,
+    completion_body,
+)
+from engine.sampling import build_sampling_params
+from testing.browser import STATS_LINE
+from testing.chat_client import ChatClient, wait_ready
+from testing.demo import hermetic_settings
+from testing.engines import collect, text_of
+from testing.polling import until
+from testing.servers import AppServer, Server
+
+SCRIPT = "".join(SCRIPTED_REPLY)
+
+
+@pytest.fixture(scope="module")
+async def remote(vllm_server: Server, scripted_model: Path) -> AsyncIterator[ChatEngine]:
+    engine = ChatEngine.from_settings(
+        hermetic_settings(
+            model=str(scripted_model),
+            engine="remote",
+            remote_url=f"{vllm_server.url}/",
+            max_model_len=4096,
+            stream_interval_ms=0,
+        )
+    )
+    engine.start()
+    await engine.wait_ready()
+    yield engine
+    await engine.shutdown()
+
+
+async def running_on_server(server: Server) -> float:
+    """Requests the vLLM server runs now (its Prometheus gauge)."""
+    async with httpx.AsyncClient(timeout=5) as client:
+        text = (await client.get(f"{server.url}/metrics")).text
+    gauges = [
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "vllm:num_requests_running"
+        for sample in family.samples
+    ]
+    assert gauges, "no vllm:num_requests_running in /metrics"
+    return sum(gauges)
+
+
+async def until_idle(server: Server, engine: ChatEngine, within_s: float = 10) -> None:
+    async def idle() -> bool:
+        return not (await running_on_server(server) or engine.running_requests)
+
+    await until(idle, within_s, "idle server", interval_s=0.1)
+
+
+async def test_outputs_wait_merged_for_a_slow_reader() -> None:
+    """A reader sleeping until its next flush gets every token of the meantime at once."""
+    outputs = Collector()
+    outputs.put([1], None)
+    outputs.put([2, 3], None)
+    assert await outputs.take() == RemoteOutput([RemoteCompletion([1, 2, 3], None)], False)
+    outputs.put([4], "length")
+    outputs.end()
+    assert await outputs.take() == RemoteOutput([RemoteCompletion([4], "length")], True)
+    assert await outputs.take() is None
+    failed = Collector()
+    failed.put([5], None)
+    failed.fail(RemoteServerError("gone"))
+    failed.end()
+    assert (await failed.take()).outputs[0].token_ids == [5]  # what came is not lost
+    with pytest.raises(RemoteServerError, match="gone"):
+        await failed.take()
+
+
+async def test_a_reply_streams_with_stats_and_the_capacity_names_the_server(
+    remote: ChatEngine, vllm_server: Server
+) -> None:
+    assert remote.status().state is EngineState.READY
+    assert any(vllm_server.url in line for line in remote.capacity.lines())
+    assert remote.capacity.as_dict()["servers"][0]["max_model_len"] == 2048
+    assert remote.max_model_len == 2048  # what prompts and the settings panel use
+    events = await collect(
+        remote.chat([], "你好", request_id="remote-1", options=ChatOptions(max_tokens=40))
+    )
+    assert text_of(events).startswith(SCRIPT)  # decoded here, from the server's token ids
+    assert len(events) > 5  # streamed, not in one piece
+    end = events[-1]
+    assert isinstance(end, ReplyEnd) and end.finish_reason == "length"
+    assert end.stats.reply_tokens == 40 and end.stats.ttft_s is not None
+    assert end.stats.prompt_tokens > 10
+    await until_idle(vllm_server, remote)
+
+
+async def test_the_models_stop_ids_go_to_the_server(
+    remote: ChatEngine, vllm_server: Server
+) -> None:
+    model = remote.model
+    body = completion_body("m", [1, 2], build_sampling_params(remote.settings, model), "r")
+    assert body["stop_token_ids"] == list(model.stop_token_ids) and body["return_token_ids"]
+    assert body["prompt"] == [1, 2] and body["stream"] is True
+    # A stop id the scripted reply reaches: the server stops there.
+    stop_at = model.tokenizer.convert_tokens_to_ids(SCRIPTED_REPLY[1])
+    params = build_sampling_params(remote.settings, model, stop_token_ids=[stop_at])
+    prompt = remote.build_prompt([], "你好").token_ids
+    events = await collect(remote.stream(prompt, params, request_id="remote-stop"))
+    # Ended at the stop id, which vLLM returns as the last token (as the in-process engine
+    # does: the model's real stop ids are special tokens, which the decoder never shows).
+    assert text_of(events) == SCRIPTED_REPLY[0] + SCRIPTED_REPLY[1]
+    assert isinstance(events[-1], ReplyEnd) and events[-1].finish_reason == "stop"
+
+
+@pytest.mark.parametrize("how", ["abort", "close"])
+async def test_stopping_a_reply_aborts_it_on_the_server(
+    remote: ChatEngine, vllm_server: Server, how: str
+) -> None:
+    events = remote.chat(
+        [], "你好", request_id=f"remote-{how}", options=ChatOptions(max_tokens=1500)
+    )
+    first = await anext(events)
+    assert isinstance(first, TextChunk)
+    assert await running_on_server(vllm_server) == 1 and remote.running_requests == 1
+    if how == "abort":  # the stop button
+        await remote.abort(f"remote-{how}")
+        rest = [event async for event in events]
+        end = rest[-1]
+        assert isinstance(end, ReplyEnd) and end.finish_reason == "abort"
+        assert end.stats.reply_tokens < 1500
+    else:  # a closed tab: the app closes the stream
+        await events.aclose()
+    await until_idle(vllm_server, remote)
+
+
+async def test_an_unreachable_server_fails_the_engine_in_one_line(scripted_model: Path) -> None:
+    engine = ChatEngine.from_settings(
+        hermetic_settings(
+            model=str(scripted_model), engine="remote", remote_url="http://127.0.0.1:9"
+        )
+    )
+    engine.start()
+    with contextlib.suppress(Exception):
+        await engine.wait_ready()
+    status = engine.status()
+    assert status.state is EngineState.FAILED
+    assert status.reason and "http://127.0.0.1:9" in status.reason
+    assert "\n" not in status.reason
+    await engine.shutdown()
+
+
+def test_remote_settings_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERNIE_ENGINE", "remote")
+    with pytest.raises(SettingsError, match="ERNIE_ENGINE=remote needs ERNIE_REMOTE_URL"):
+        load_settings()
+    monkeypatch.setenv("ERNIE_REMOTE_URL", "gpu-1:8000")
+    with pytest.raises(SettingsError, match=r"ERNIE_REMOTE_URL='gpu-1:8000'.*http"):
+        load_settings()
+    monkeypatch.setenv("ERNIE_REMOTE_URL", " http://a:8000/ , https://b ")
+    assert load_settings().remote_urls == ["http://a:8000", "https://b"]
+
+
+async def test_the_app_chats_and_stops_on_the_remote_engine(
+    vllm_server: Server, scripted_model: Path, tmp_path: Path
+) -> None:
+    env = {
+        "ERNIE_MODEL": str(scripted_model),
+        "ERNIE_ENGINE": "remote",
+        "ERNIE_REMOTE_URL": vllm_server.url,
+        "ERNIE_MAX_MODEL_LEN": "2048",
+        "ERNIE_MAX_TOKENS": "48",
+        "ERNIE_HISTORY_URL": "off",
+    }
+    with AppServer.run(env, tmp_path / "app.log") as app:
+        ready = await wait_ready(app.url, 120)
+        assert ready["capacity"]["backend"] == "remote"
+        async with ChatClient.connect(app.url) as chat:
+            reply = await chat.send("你好", timeout_s=120)
+            assert reply.error is None and reply.final is not None
+            assert reply.final.startswith("**注意**：正文")  # the app's fix moves the colon
+            assert STATS_LINE in reply.final and "48 tokens" in reply.final
+            thinking = [m for m in chat.messages if "Thinking" in m]
+            assert thinking, chat.messages  # the thinking state came before the text
+            await chat.change_settings(
+                {"temperature": 0.5, "top_p": 0.9, "max_tokens": 1500, "system_prompt": "zh"}
+            )
+            long = asyncio.create_task(chat.send("再来", timeout_s=120))
+            await until(lambda: chat.reply is not reply and chat.reply.frames, 60, "new text")
+            await chat.stop()
+            stopped = await long
+        assert stopped.error is None and len(stopped.text) < 1500
+        await app.wait_for_running(0, within_s=10)  # the app let the request go
+        assert await running_on_server(vllm_server) == 0  # and so did the server

@@ -1,0 +1,86 @@
+"""The layout's rules, read from the source: who may import whom, and how big things get.
+
+The data path reads one way: ``deploy`` (settings, checks, sizing) -> ``engine`` (backends,
+supervisor, replies) -> ``chat`` (everything that knows Chainlit) -> ``app.py``. The test
+harness (``testing``) and the benchmark (``bench``) sit beside it: nothing in the app
+imports them.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import engine
+from testing.servers import ROOT
+
+PACKAGES = ("deploy", "engine", "chat", "testing", "bench")
+# What each package may not import, of the project's packages and the big frameworks.
+FORBIDDEN = {
+    "deploy": {"engine", "chat", "testing", "bench", "chainlit"},
+    "engine": {"chat", "testing", "bench", "chainlit"},
+    "chat": {"testing", "bench", "vllm"},
+    "testing": {"bench", "tests"},
+    "bench": {"tests"},
+}
+MAX_MODULE_LINES = 300
+MAX_FUNCTION_LINES = 60
+MAX_APP_LINES = 60
+
+
+def modules(*folders: str) -> Iterator[Path]:
+    for folder in folders:
+        yield from sorted((ROOT / folder).rglob("*.py"))
+
+
+def imported(path: Path) -> set[str]:
+    """The top-level names of every module ``path`` imports (absolute imports)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_packages_import_downward_only(package: str) -> None:
+    for path in modules(package):
+        wrong = imported(path) & FORBIDDEN[package]
+        assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
+
+
+def test_no_test_imports_another_test() -> None:
+    for path in modules("tests"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level == 0, path.relative_to(ROOT)
+                assert not (node.module or "").startswith("tests"), path.relative_to(ROOT)
+
+
+def test_modules_and_functions_stay_small() -> None:
+    for path in [ROOT / "app.py", *modules(*PACKAGES, "scripts")]:
+        source = path.read_text(encoding="utf-8")
+        where = path.relative_to(ROOT)
+        assert len(source.splitlines()) <= MAX_MODULE_LINES, where
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                assert length <= MAX_FUNCTION_LINES, f"{where}: {node.name} ({length} lines)"
+    assert len((ROOT / "app.py").read_text().splitlines()) <= MAX_APP_LINES
+
+
+def test_every_exported_name_resolves() -> None:
+    assert sorted(engine.__all__) == sorted(engine._MODULE_OF)  # type: ignore[attr-defined]
+    for name in engine.__all__:
+        assert getattr(engine, name) is not None
+
+
+def test_unknown_names_raise_attribute_error() -> None:
+    assert not hasattr(engine, "no_such_name")
+    with pytest.raises(AttributeError):
+        _ = engine.no_such_name  # type: ignore[attr-defined]
