@@ -26,6 +26,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -33,9 +34,9 @@ from testing.chat_client import ChatClient, Reply, wait_ready
 from testing.servers import AppServer
 
 from .measure import p99
-from .paths import PROMPT, READY_TIMEOUT_S
+from .paths import PROMPT, READY_TIMEOUT_S, UNLIMITED
 
-__all__ = ["SoakResult", "soak"]
+__all__ = ["Load", "SoakResult", "soak"]
 
 NO_TEXT = "The model wrote no text"  # the app's note (key no_text) in English
 
@@ -77,15 +78,28 @@ def _problem(reply: Reply, reply_tokens: int) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Load:
+    """What each chat does: replies of ``reply_tokens``, a pause of ``think_s``, and the
+    settings panel's values sent first (``panel``; None: the app's own settings)."""
+
+    reply_tokens: int
+    think_s: float
+    panel: dict[str, Any] | None = None
+
+    async def open(self, stack: contextlib.AsyncExitStack, url: str) -> ChatClient:
+        chat = await stack.enter_async_context(ChatClient.connect(url))
+        if self.panel is not None:
+            await chat.change_settings(self.panel)
+        return chat
+
+
 async def _chat_until(
-    url: str,
-    deadline: float,
-    reply_tokens: int,
-    think_s: float,
-    result: SoakResult,
-    ttfts: list[float],
+    url: str, deadline: float, load: Load, result: SoakResult, ttfts: list[float]
 ) -> None:
-    async with ChatClient.connect(url) as chat:
+    reply_tokens, think_s = load.reply_tokens, load.think_s
+    async with contextlib.AsyncExitStack() as stack:
+        chat = await load.open(stack, url)
         while time.monotonic() < deadline:
             try:
                 reply = await chat.send(PROMPT, timeout_s=300)
@@ -111,22 +125,16 @@ def _rss_mib(process: psutil.Process) -> float:
     return round(process.memory_info().rss / 2**20, 1)
 
 
-async def soak(
-    url: str, pid: int, *, chats: int, seconds: float, reply_tokens: int, think_s: float
-) -> SoakResult:
+async def soak(url: str, pid: int, *, chats: int, seconds: float, load: Load) -> SoakResult:
     """Run the load against a ready app whose process is ``pid``."""
     process = psutil.Process(pid)
     async with contextlib.AsyncExitStack() as stack:  # the warm-up: one round, not counted
-        clients = await asyncio.gather(
-            *(stack.enter_async_context(ChatClient.connect(url)) for _ in range(chats))
-        )
+        clients = await asyncio.gather(*(load.open(stack, url) for _ in range(chats)))
         await asyncio.gather(*(client.send(PROMPT, timeout_s=300) for client in clients))
     result = SoakResult(chats, seconds, rss_after_warmup_mib=_rss_mib(process))
     ttfts: list[float] = []
     deadline = time.monotonic() + seconds
-    await asyncio.gather(
-        *(_chat_until(url, deadline, reply_tokens, think_s, result, ttfts) for _ in range(chats))
-    )
+    await asyncio.gather(*(_chat_until(url, deadline, load, result, ttfts) for _ in range(chats)))
     result.rss_at_end_mib = _rss_mib(process)
     if ttfts:
         result.ttft_p50_ms = round(statistics.median(ttfts) * 1000, 1)
@@ -136,10 +144,10 @@ async def soak(
 
 async def _run(args: argparse.Namespace) -> SoakResult:
     env = {
+        **UNLIMITED,  # the load, not the limits, is tested
         **{k: v for k, v in os.environ.items() if k.startswith("ERNIE_")},
         "ERNIE_MAX_TOKENS": str(args.reply_tokens),
         "ERNIE_IGNORE_EOS": "true",
-        "ERNIE_USER_MESSAGES_PER_MINUTE": "1000",  # the load, not the limits, is tested
     }
     log = Path(tempfile.mkdtemp(prefix="soak-")) / "app.log"
     print(f"soak: app log {log}", file=sys.stderr)
@@ -150,8 +158,7 @@ async def _run(args: argparse.Namespace) -> SoakResult:
             server.process.pid,
             chats=args.chats,
             seconds=args.minutes * 60,
-            reply_tokens=args.reply_tokens,
-            think_s=args.think_s,
+            load=Load(args.reply_tokens, args.think_s),
         )
 
 

@@ -4,21 +4,25 @@ Chainlit's own chat context also holds notices, errors and stop messages; the mo
 see only what the user wrote and what it answered. Each exchange is keyed by the id of
 the user's message, so editing that message rewinds the record to just before it.
 
-``record`` returns the exchange as metadata for the reply message; a chat resumed from
-the history is rebuilt from its messages' metadata, the same way it was recorded.
+``record`` returns the exchange as metadata for the reply message, signed with the app's
+key; a chat resumed from the history is rebuilt from its messages' metadata, the same way
+it was recorded. A client chooses the type and metadata of the messages it sends, so an
+exchange counts only with its signature: the model's history is what the app wrote.
 
 Usage::
 
-    conversation = Conversation()
+    conversation = Conversation(seal)
     conversation.rewind_to(message_id)          # an edit: forget it and all after it
     history = conversation.turns()
     reply.metadata = conversation.record(message_id, user_text, reply_text)
-    resumed = Conversation.restore(step["metadata"] for step in thread["steps"])
+    resumed = Conversation.restore(thread["steps"], seal)
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -26,9 +30,37 @@ from typing import Any
 
 from engine import Turn
 
-__all__ = ["Conversation"]
+__all__ = ["Conversation", "Seal"]
 
 EXCHANGE_KEY = "exchange"  # the reply message's metadata key for its exchange
+# Exchanges a chat keeps for the model (what it holds stays bounded; the prompt drops
+# the oldest turns to fit the context long before this many).
+MAX_EXCHANGES = 200
+SIGNATURE_KEY = "signature"  # and for the app's signature of it
+
+
+@dataclass(frozen=True)
+class Seal:
+    """The app's signature on the exchanges it records.
+
+    ``legacy_before``: exchanges stored before the app signed them (a history older than
+    this version) are trusted when their message is older than this time; Chainlit sets
+    a message's time itself when it stores it, so a client cannot date one back.
+    """
+
+    key: bytes
+    legacy_before: str | None = None  # ISO time, as Chainlit writes createdAt
+
+    def sign(self, exchange: Mapping[str, Any]) -> str:
+        text = json.dumps(exchange, ensure_ascii=False, sort_keys=True).encode()
+        return hmac.new(self.key, text, hashlib.sha256).hexdigest()
+
+    def trusts(self, metadata: Mapping[str, Any], created_at: str | None) -> bool:
+        signature = metadata.get(SIGNATURE_KEY)
+        if isinstance(signature, str):
+            return hmac.compare_digest(signature, self.sign(metadata[EXCHANGE_KEY]))
+        old = self.legacy_before is not None and created_at is not None
+        return old and str(created_at) < str(self.legacy_before)
 
 
 @dataclass
@@ -42,6 +74,7 @@ class _Exchange:
 class Conversation:
     """The user/assistant exchanges of one chat, oldest first."""
 
+    seal: Seal
     _exchanges: list[_Exchange] = field(default_factory=list)
 
     def turns(self) -> list[Turn]:
@@ -63,22 +96,28 @@ class Conversation:
         """Add an exchange; return it as the reply message's metadata."""
         exchange = _Exchange(message_id, user_text, reply_text)
         self._exchanges.append(exchange)
-        return {EXCHANGE_KEY: asdict(exchange)}
+        del self._exchanges[:-MAX_EXCHANGES]
+        stored = asdict(exchange)
+        return {EXCHANGE_KEY: stored, SIGNATURE_KEY: self.seal.sign(stored)}
 
     @classmethod
-    def restore(cls, metadata: Iterable[Mapping[str, Any] | str | None]) -> Conversation:
-        """The conversation a chat's messages recorded, oldest first (others are skipped).
+    def restore(cls, steps: Iterable[Mapping[str, Any]], seal: Seal) -> Conversation:
+        """The conversation a chat's messages recorded, oldest first: only exchanges the
+        app signed (or stored before it signed them); every other message is skipped.
 
         The history hands metadata back as JSON text (SQLite, PostgreSQL) or parsed.
         """
-        conversation = cls()
-        for item in metadata:
+        conversation = cls(seal)
+        for step in steps:
+            item = step.get("metadata")
             if isinstance(item, str):
                 with contextlib.suppress(ValueError):
                     item = json.loads(item)
-            stored = item.get(EXCHANGE_KEY) if isinstance(item, Mapping) else None
-            if not isinstance(stored, dict):
+            if not isinstance(item, Mapping) or not isinstance(item.get(EXCHANGE_KEY), dict):
                 continue
+            if not seal.trusts(item, step.get("createdAt")):
+                continue
+            stored = item[EXCHANGE_KEY]
             try:
                 exchange = _Exchange(**stored)
             except TypeError:  # written by another version: not an exchange it knows

@@ -20,7 +20,7 @@ from . import lifecycle, metrics
 from .conversation import Conversation
 from .i18n import DEFAULT_LANGUAGE, strings_for, t
 from .limits import LimitExceededError
-from .panel import options_from
+from .panel import PanelValueError, options_from
 from .runtime import runtime
 from .streaming import announce_engine, send_error, stream_reply
 
@@ -45,13 +45,13 @@ async def starters(user: Any = None, language: str | None = None) -> list[cl.Sta
 
 @cl.on_chat_start
 async def start_chat() -> None:
-    open_chat(Conversation())
+    open_chat(Conversation(runtime().seal))
 
 
 async def resume_chat(thread: ThreadDict) -> None:
     """A chat from the history: what it recorded becomes the model's history again
     (registered only when the history is on: ``chat.history``)."""
-    open_chat(Conversation.restore(step.get("metadata") for step in thread["steps"]))
+    open_chat(Conversation.restore(thread["steps"], runtime().seal))
 
 
 def open_chat(conversation: Conversation) -> None:
@@ -67,7 +67,10 @@ def open_chat(conversation: Conversation) -> None:
 
 @cl.on_settings_update
 async def update_settings(values: dict[str, Any]) -> None:
-    cl.user_session.set("options", options_from(values))
+    try:
+        cl.user_session.set("options", options_from(values, runtime().engine))
+    except PanelValueError as exc:  # not from the panel: say so, change nothing
+        await send_error(exc)
 
 
 @cl.on_message
@@ -80,13 +83,15 @@ async def answer(message: cl.Message) -> None:
         await cl.Message(content=t("files_ignored")).send()
     user = limited_user()
     try:
-        text = rt.engine.check_message(message.content)
-        rt.limits.admit(user, now=time.monotonic())
-    except (MessageRefusedError, LimitExceededError) as exc:
+        rt.limits.admit(user, now=time.monotonic())  # every message counts, refused or not
+    except LimitExceededError as exc:
         await send_error(exc)
         return
     try:
+        text = rt.engine.check_message(message.content)
         await answer_when_ready(message.id, text, conversation)
+    except MessageRefusedError as exc:
+        await send_error(exc)
     finally:
         rt.limits.done(user)
 
@@ -108,9 +113,13 @@ async def answer_when_ready(message_id: str, text: str, conversation: Conversati
 
 
 def limited_user() -> str:
-    """Whom the per-user limits count: the signed-in user, else this chat."""
+    """Whom the per-user limits count: the signed-in user, else the client's address
+    (a new tab is no new allowance; a trusted proxy's forwarded address counts)."""
     user = cl.user_session.get("user")
-    return f"user:{user.identifier}" if user else f"chat:{cl.context.session.id}"
+    if user:
+        return f"user:{user.identifier}"
+    environ = getattr(cl.context.session, "environ", None) or {}
+    return f"address:{runtime().trust.address_of_environ(environ)}"
 
 
 @cl.on_stop

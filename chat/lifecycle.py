@@ -11,8 +11,9 @@ import sys
 from deploy.database import redact
 from deploy.settings import env_name
 
-from .history import create_schema
+from .conversation import Seal
 from .runtime import Runtime
+from .schema import create_schema
 
 __all__ = ["EXIT_GRACE_S", "start", "stop"]
 
@@ -24,7 +25,8 @@ EXIT_GRACE_S = 5.0
 async def start(rt: Runtime) -> None:
     """Open the history, then load the engine in the background (the page answers)."""
     if rt.history_url is not None:
-        await _open_history(rt.history_url)
+        since = await _open_history(rt.history_url)
+        rt.seal = Seal(rt.seal.key, legacy_before=since)
     rt.engine.start()
     asyncio.get_running_loop().create_task(_exit_when_the_engine_gives_up(rt))
 
@@ -33,11 +35,11 @@ async def stop(rt: Runtime) -> None:
     await rt.engine.shutdown()
 
 
-async def _open_history(url: str) -> None:
-    """Create the history's tables where missing; a database that cannot be opened stops
-    the app at start, in one line."""
+async def _open_history(url: str) -> str:
+    """Create the history's tables where missing (and return since when its exchanges
+    are signed); a database that cannot be opened stops the app at start, in one line."""
     try:
-        await create_schema(url)
+        since = await create_schema(url)
     except Exception as exc:
         cause = next(iter(str(exc).strip().splitlines()), "")
         print(
@@ -49,6 +51,7 @@ async def _open_history(url: str) -> None:
         )
         os._exit(2)  # Chainlit only logs a failed startup hook: stop the process here
     logger.info("chat history in %s", redact(url))
+    return since
 
 
 async def _exit_when_the_engine_gives_up(rt: Runtime) -> None:

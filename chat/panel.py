@@ -1,5 +1,10 @@
 """The chat settings panel: its widgets from the settings and the model, and the
-per-chat options its values give."""
+per-chat options its values give.
+
+The values arrive from the client as it chooses to send them: only the panel's own
+choices and ranges are taken (the operator's system prompt and the reply length limit
+cannot be walked around by a hand-made message).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +18,10 @@ from engine import ChatEngine, ChatOptions
 
 from .i18n import t
 
-__all__ = ["NO_SYSTEM_PROMPT", "options_from", "send_settings_panel"]
+__all__ = ["NO_SYSTEM_PROMPT", "PanelValueError", "options_from", "send_settings_panel"]
 
 NO_SYSTEM_PROMPT = "none"  # the panel's value for "no system prompt"
+MAX_TEMPERATURE, MIN_TOP_P, MIN_REPLY_TOKENS = 2.0, 0.05, 16
 
 
 def _first_set(*values: float | None) -> float:
@@ -37,13 +43,18 @@ async def send_settings_panel(engine: ChatEngine) -> None:
     top_p = _first_set(settings.top_p, defaults.get("top_p"), 1.0)
     widgets = [
         Slider(
-            id="temperature", label=t("temperature"), min=0, max=2, step=0.05, initial=temperature
+            id="temperature",
+            label=t("temperature"),
+            min=0,
+            max=MAX_TEMPERATURE,
+            step=0.05,
+            initial=temperature,
         ),
-        Slider(id="top_p", label=t("top_p"), min=0.05, max=1, step=0.05, initial=top_p),
+        Slider(id="top_p", label=t("top_p"), min=MIN_TOP_P, max=1, step=0.05, initial=top_p),
         Slider(
             id="max_tokens",
             label=t("max_tokens"),
-            min=16,
+            min=MIN_REPLY_TOKENS,
             step=16,
             max=engine.max_model_len // 2,  # the context the backend serves
             initial=settings.max_tokens,
@@ -58,12 +69,34 @@ async def send_settings_panel(engine: ChatEngine) -> None:
     await cl.ChatSettings(widgets).send()
 
 
-def options_from(values: dict[str, Any]) -> ChatOptions:
-    """The chat's options from the panel's values."""
-    prompt = values["system_prompt"]
+class PanelValueError(ValueError):
+    """A value the panel cannot send: a client sent it (``name`` says which)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"the settings panel cannot send this {name}")
+
+
+def _number(values: dict[str, Any], name: str, low: float, high: float) -> float:
+    value = values.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise PanelValueError(name)
+    return float(value)
+
+
+def options_from(values: dict[str, Any], engine: ChatEngine) -> ChatOptions:
+    """The chat's options from the panel's values; ``PanelValueError`` for anything the
+    panel itself cannot send (the values come from the client, not from the panel)."""
+    prompt = values.get("system_prompt")
+    allowed = {NO_SYSTEM_PROMPT, engine.settings.system_prompt, *available_system_prompts()}
+    if prompt not in allowed:
+        raise PanelValueError("system_prompt")
+    max_tokens = _number(values, "max_tokens", MIN_REPLY_TOKENS, engine.max_model_len // 2)
+    if max_tokens != int(max_tokens):
+        raise PanelValueError("max_tokens")
     return ChatOptions(
-        temperature=float(values["temperature"]),
-        top_p=float(values["top_p"]),
-        max_tokens=int(values["max_tokens"]),
+        temperature=_number(values, "temperature", 0, MAX_TEMPERATURE),
+        top_p=_number(values, "top_p", MIN_TOP_P, 1),
+        max_tokens=int(max_tokens),
         system_prompt="" if prompt == NO_SYSTEM_PROMPT else prompt,
     )

@@ -23,6 +23,7 @@ from engine import (
 from .i18n import Strings
 from .limits import LimitExceededError
 from .markdown import fix_cjk_emphasis
+from .panel import PanelValueError
 
 __all__ = ["engine_notes", "error_text", "final_reply", "footer", "loading_text"]
 
@@ -77,6 +78,8 @@ def final_reply(text: str, end: ReplyEnd | None, t: Strings, *, reply_budget: in
 def error_text(exc: Exception, t: Strings) -> str:
     """Words for the user; the detail goes to the log."""
     if isinstance(exc, LimitExceededError):
+        if exc.limit == "busy":
+            return t("busy", limit=exc.value)
         if exc.retry_after_s is None:
             return t("limit_replies", limit=exc.value)
         seconds = max(1, math.ceil(exc.retry_after_s))
@@ -91,5 +94,7 @@ def error_text(exc: Exception, t: Strings) -> str:
         return t("failed", reason=exc.reason)
     if isinstance(exc, GenerationError):
         return t("generation_failed")
+    if isinstance(exc, PanelValueError):
+        return t("settings_refused", name=t(exc.name))
     logger.error("unexpected error while answering", exc_info=exc)
     return t("unexpected_error")

@@ -1,14 +1,19 @@
 """The operations endpoints on Chainlit's server: ``/healthz``, ``/readyz``, ``/metrics``.
 
 Thin routes over the engine's status and the metrics registry (vLLM's and the app's,
-``chat.metrics``).
+``chat.metrics``). With ``ERNIE_OPS_TOKEN`` set, ``/metrics`` and the detail of
+``/readyz`` (model path, settings, capacity) need ``Authorization: Bearer <token>``;
+``/readyz``'s status code and state, and ``/healthz``, stay open for load balancers.
 """
 
 from __future__ import annotations
 
+import hmac
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from chainlit.server import app as server
+from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from engine import ChatEngine, EngineState
@@ -35,23 +40,39 @@ def readiness(engine: ChatEngine) -> tuple[int, dict[str, Any]]:
     return 200, body
 
 
-async def prometheus_metrics() -> Response:
-    """vLLM's engine metrics and the app's, in Prometheus' text format."""
-    return Response(metrics.exposition(), media_type=metrics.CONTENT_TYPE)
+def _authorized(request: Request, token: bytes | None) -> bool:
+    """No token set, or the request carries it (compared in constant time)."""
+    if token is None:
+        return True
+    given = request.headers.get("authorization", "").removeprefix("Bearer ").encode()
+    return hmac.compare_digest(given, token)
 
 
-def register(engine: ChatEngine) -> None:
+def register(engine: ChatEngine, token: bytes | None) -> None:
     """Add the routes ahead of Chainlit's catch-all page route (which shadows routes
     added after it); idempotent."""
 
-    async def readyz() -> JSONResponse:
-        """The engine's readiness (``readiness``)."""
+    async def readyz(request: Request) -> JSONResponse:
+        """The engine's readiness (``readiness``); the detail only with the token."""
         code, body = readiness(engine)
+        if not _authorized(request, token):
+            body = {"state": body["state"]}
         return JSONResponse(body, status_code=code)
+
+    async def prometheus_metrics(request: Request) -> Response:
+        """vLLM's engine metrics and the app's, in Prometheus' text format."""
+        if not _authorized(request, token):
+            return JSONResponse({"detail": "a bearer token is needed"}, status_code=401)
+        return Response(metrics.exposition(), media_type=metrics.CONTENT_TYPE)
 
     routes = server.router.routes
     present = {getattr(route, "path", None) for route in routes}
-    for path, endpoint in zip(PATHS, (healthz, readyz, prometheus_metrics), strict=True):
+    endpoints: tuple[Callable[..., Awaitable[Response]], ...] = (
+        healthz,
+        readyz,
+        prometheus_metrics,
+    )
+    for path, endpoint in zip(PATHS, endpoints, strict=True):
         if path not in present:
             server.add_api_route(path, endpoint, methods=["GET"])
     for path in reversed(PATHS):

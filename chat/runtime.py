@@ -12,6 +12,9 @@ without it.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,23 +22,43 @@ from dataclasses import dataclass
 import chainlit as cl
 from chainlit.types import ThreadDict
 
-from deploy.settings import SettingsError
+from deploy.settings import AUTH_SECRET, Settings, SettingsError
 from engine import ChatEngine
 
-from . import auth, history, routes
+from . import auth, guards, history, origins, routes, sessions
+from .addresses import ProxyTrust
 from .compat import drop_blocking_sleep, guard_module_getattr
+from .conversation import Seal
 from .limits import UserLimits
 
 __all__ = ["Runtime", "configure", "runtime"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class Runtime:
-    """What the handlers work with: the process's engine and its per-user limits."""
+    """What the handlers work with: the process's engine, its per-user limits, and the
+    seal on the exchanges the app records (set again once the history is open)."""
 
     engine: ChatEngine
     limits: UserLimits
     history_url: str | None  # where signed-in users' chats are kept; None: nowhere
+    seal: Seal
+    trust: ProxyTrust  # the proxy whose forwarded addresses count
+
+
+def proxy_trust(settings: Settings) -> ProxyTrust:
+    """The proxy whose forwarded addresses count: the one that sends the shared secret."""
+    if settings.auth_proxy_secret is None:
+        return ProxyTrust(None, None)
+    header = settings.auth_proxy_secret_header.lower().encode()
+    return ProxyTrust(header, settings.auth_proxy_secret.get_secret_value().encode())
+
+
+def _seal() -> Seal:
+    """Exchanges are signed with a key from Chainlit's session secret (the history needs
+    sign-in, which needs that secret); without one nothing is resumed, any key does."""
+    secret = os.environ.get(AUTH_SECRET, "").encode() or os.urandom(32)
+    return Seal(hmac.new(secret, b"ernie-chat exchange", hashlib.sha256).digest())
 
 
 _current: Runtime | None = None
@@ -64,13 +87,20 @@ def configure(*, resume: Callable[[ThreadDict], Awaitable[None]]) -> Runtime:
     settings = engine.settings
     if _current is None or _current.engine is not engine:
         limits = UserLimits(
-            max_replies=settings.user_max_replies, per_minute=settings.user_messages_per_minute
+            max_replies=settings.user_max_replies,
+            per_minute=settings.user_messages_per_minute,
+            max_total=settings.max_replies or 2 * settings.max_num_seqs,
         )
         signed_in = auth.register(settings)
         # Without sign-in no one owns a chat, so none is kept.
         url = settings.history_url if signed_in else None
         if url is not None:
             history.register(url, resume)
-        _current = Runtime(engine, limits, url)
-    routes.register(engine)
+        _current = Runtime(engine, limits, url, _seal(), proxy_trust(settings))
+        if not signed_in:  # signed-in users are accountable; anonymous addresses capped
+            sessions.register(_current.trust, settings.max_chats_per_address)
+    origins.register(settings.origin_list)
+    guards.register(_current.trust)
+    token = settings.ops_token.get_secret_value().encode() if settings.ops_token else None
+    routes.register(engine, token)
     return _current

@@ -8,10 +8,12 @@ Usage::
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-__all__ = ["DatabaseUrlError", "database_url", "redact"]
+__all__ = ["DatabaseUrlError", "database_url", "redact", "redact_setting"]
 
 # The async driver for each database the history supports (all pinned in the locks).
 _DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
@@ -42,5 +44,20 @@ def database_url(url: str) -> str:
 
 
 def redact(url: str) -> str:
-    """``url`` without its password, for logs."""
-    return make_url(url).render_as_string(hide_password=True)
+    """``url`` without its password, for logs (any URL: a database's, a server's)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:  # not a database URL: hide any user information it carries
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = f"{parts.username or ''}:***@{parts.hostname}" + (
+            f":{parts.port}" if parts.port else ""
+        )
+        return urlunsplit(parts._replace(netloc=netloc))
+
+
+def redact_setting(value: object) -> str:
+    """A settings value as an operator may see it: every URL in it without passwords."""
+    text = str(value)
+    return ",".join(redact(part) if "@" in part else part for part in text.split(","))

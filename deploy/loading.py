@@ -15,12 +15,14 @@ from typing import Any
 from dotenv import dotenv_values
 from pydantic import ValidationError
 
+from .database import redact_setting
 from .profiles import PROFILE_FIELDS
 from .settings import ENV_FILE, ENV_PREFIX, Settings, SettingsError, env_name
 
 __all__ = ["ENV_FILE_VARIABLE", "load_settings", "settings_file"]
 
 ENV_FILE_VARIABLE = "ERNIE_ENV_FILE"  # where the settings file is; not itself a setting
+SECRET_FIELDS = ("auth_proxy_secret", "ops_token", "remote_api_key")
 
 
 def settings_file() -> Path:
@@ -51,7 +53,7 @@ def check_unknown_names(env_file: Path) -> None:
             continue
         close = difflib.get_close_matches(name.upper(), known, n=1)
         fix = f"did you mean {close[0]}?" if close else "see .env.example for the names"
-        raise SettingsError(f"{name}={value!r} is not a setting: {fix}")
+        raise SettingsError(f"{name}={redact_setting(value)!r} is not a setting: {fix}")
 
 
 def one_line(exc: ValidationError) -> str:
@@ -61,6 +63,10 @@ def one_line(exc: ValidationError) -> str:
         return str(error["msg"]).removeprefix("Value error, ")
     field = str(error["loc"][0])
     value: Any = error.get("input")
+    if field in SECRET_FIELDS:
+        value = "***"
+    elif isinstance(value, str) and "@" in value:
+        value = redact_setting(value)  # a URL's password stays out of terminals
     default = Settings.model_fields[field].default
     if field in PROFILE_FIELDS:
         fix = "unset it for the profile's value"

@@ -14,37 +14,24 @@ Checks against the model and the hardware belong to ``deploy.preflight``.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from .database import DatabaseUrlError, database_url
-from .origins import RecordedSettings
+from .access import AUTH_SECRET, AccessSettings
+from .names import ENV_PREFIX, SettingsError, env_name
 from .profiles import DEFAULT_PROFILE, PROFILE_FIELDS, PROFILES, ProfileName
 
 __all__ = ["AUTH_SECRET", "ENV_FILE", "ENV_PREFIX", "Settings", "SettingsError", "env_name"]
 
-ENV_PREFIX = "ERNIE_"
 ENV_FILE = ".env"
-AUTH_SECRET = "CHAINLIT_AUTH_SECRET"  # Chainlit's own variable: signs the session tokens
 
 Dtype = Literal["auto", "bfloat16", "float16", "float32"]
 
 
-class SettingsError(ValueError):
-    """A setting is misspelled or has a bad value; the message is one line with the fix."""
-
-
-def env_name(field: str) -> str:
-    """The environment variable that sets ``field``."""
-    return f"{ENV_PREFIX}{field.upper()}"
-
-
-class Settings(RecordedSettings):
+class Settings(AccessSettings):
     """The app's settings. Field ``x`` is read from ``ERNIE_X``."""
 
     model_config = SettingsConfigDict(
@@ -82,6 +69,11 @@ class Settings(RecordedSettings):
         None,
         description="Base URLs of OpenAI-compatible vLLM servers, comma-separated "
         "(ERNIE_ENGINE=remote), e.g. http://gpu-1:8000,http://gpu-2:8000.",
+    )
+    remote_api_key: SecretStr | None = Field(
+        None,
+        description="The API key the vLLM servers were started with (vllm serve --api-key); "
+        "sent as a bearer token. Use https:// URLs for TLS.",
     )
     profile: ProfileName = Field(
         DEFAULT_PROFILE,
@@ -168,26 +160,6 @@ class Settings(RecordedSettings):
         description="How long the stream gathers text before a flush; 0: every delta.",
     )
 
-    # --- access ------------------------------------------------------------------
-    users_file: Path | None = Field(
-        None,
-        description="Sign-in with these users (add one: python -m engine add-user NAME).",
-    )
-    auth_header: str | None = Field(
-        None,
-        min_length=1,
-        description="Sign-in by this header, set by a trusted proxy (e.g. X-Forwarded-User).",
-    )
-    history_url: str | None = Field(
-        "sqlite:///history.db",
-        description="Where signed-in users' chats are kept: sqlite:///FILE or "
-        "postgresql://USER:PASSWORD@HOST:PORT/DB; off: nowhere.",
-    )
-    user_max_replies: int = Field(2, ge=1, description="Replies one user may run at once.")
-    user_messages_per_minute: int = Field(
-        20, ge=1, description="Messages one user may send a minute."
-    )
-
     def default_origin(self, name: str) -> str:
         """The origin of a field no source gave: its profile's, or the default."""
         if name in PROFILE_FIELDS and getattr(self, name) is not None:
@@ -227,34 +199,6 @@ class Settings(RecordedSettings):
             raise ValueError(
                 f"{env_name('engine')}=remote needs {env_name('remote_url')}: the base URL of "
                 f"one or more vLLM servers (vllm serve), e.g. http://gpu-1:8000"
-            )
-        return self
-
-    @field_validator("history_url")
-    @classmethod
-    def _history_database(cls, url: str | None) -> str | None:
-        if url is None or url.strip().lower() in ("", "off"):
-            return None
-        try:
-            return database_url(url.strip())
-        except DatabaseUrlError as exc:
-            raise ValueError(
-                f"{exc}; use sqlite:///path/history.db, "
-                f"postgresql://user:password@host:5432/db, or off"
-            ) from None
-
-    @model_validator(mode="after")
-    def _sign_in_is_possible(self) -> Settings:
-        if self.users_file is not None and not self.users_file.is_file():
-            raise ValueError(
-                f"{env_name('users_file')}={str(self.users_file)!r}: no such file; create it "
-                f"with: python -m engine add-user NAME"
-            )
-        if (self.users_file or self.auth_header) and not os.environ.get(AUTH_SECRET):
-            which = env_name("users_file" if self.users_file else "auth_header")
-            raise ValueError(
-                f"{which} turns sign-in on, which needs {AUTH_SECRET} (the key that signs "
-                f"sessions): create one with `chainlit create-secret` and set it"
             )
         return self
 

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deploy.database import redact
+from deploy.database import redact_setting
 from deploy.loading import load_settings
 from deploy.settings import Settings, SettingsError, env_name
 from deploy.users import UserFileError, add_user
@@ -82,8 +82,8 @@ def _print_settings(settings: Settings) -> None:
     sources = settings.origins
     for field in Settings.model_fields:
         value = getattr(settings, field)
-        if field == "history_url" and value is not None:
-            value = redact(value)  # the database password stays out of terminals and logs
+        if value is not None and isinstance(value, str):
+            value = redact_setting(value)  # URL passwords stay out of terminals and logs
         shown = "(unset: model or backend default)" if value is None else repr(value)
         print(f"{env_name(field):32} {shown}  # {sources[field]}")
 

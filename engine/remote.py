@@ -30,6 +30,7 @@ import httpx
 from httpx_sse import aconnect_sse
 from vllm import SamplingParams
 
+from deploy.database import redact
 from deploy.settings import Settings, env_name
 
 from .backend import BackendStartError
@@ -65,13 +66,15 @@ class RemoteReport:
     servers: list[RemoteServer]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"backend": "remote", "servers": [asdict(s) for s in self.servers]}
+        servers = [asdict(s) | {"url": redact(s.url)} for s in self.servers]
+        return {"backend": "remote", "servers": servers}
 
     def lines(self) -> list[str]:
         return [
             f"backend: remote, {len(self.servers)} vLLM server(s)",
             *(
-                f"server {s.url}: model {s.model}, max_model_len {s.max_model_len or 'unknown'}"
+                f"server {redact(s.url)}: model {s.model}, "
+                f"max_model_len {s.max_model_len or 'unknown'}"
                 for s in self.servers
             ),
         ]
@@ -107,7 +110,9 @@ class RemoteBackend:
             max_connections=None, max_keepalive_connections=64, keepalive_expiry=KEEPALIVE_S
         )
         logging.getLogger("httpx").setLevel(logging.WARNING)  # not a log line per reply
-        client = httpx.AsyncClient(timeout=timeout, limits=limits)
+        key = settings.remote_api_key
+        headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
+        client = httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers)
         try:
             servers = [await _describe(client, url) for url in settings.remote_urls]
         except RemoteServerError as exc:
@@ -115,7 +120,7 @@ class RemoteBackend:
             fix = f"check {env_name('remote_url')} and that vllm serve runs there"
             raise BackendStartError(f"{exc}; {fix}") from None
         for server in servers:
-            logger.info("remote engine: %s serves %s", server.url, server.model)
+            logger.info("remote engine: %s serves %s", redact(server.url), server.model)
         return cls(client, servers, settings)
 
     @property
@@ -170,13 +175,13 @@ class RemoteBackend:
                 except httpx.TransportError as exc:
                     if outputs.received or attempt == 2:
                         raise
-                    logger.info("remote engine: %s: %r, sending again", server.url, exc)
+                    logger.info("remote engine: %s: %r, sending again", redact(server.url), exc)
         except asyncio.CancelledError:
             pass  # aborted, or the reply's stream was closed: the connection is gone
         except RemoteServerError as exc:
             outputs.fail(exc)
         except (httpx.HTTPError, httpx.StreamError, ValueError, KeyError) as exc:
-            outputs.fail(RemoteServerError(f"{server.url} broke off the reply ({exc!r})"))
+            outputs.fail(RemoteServerError(f"{redact(server.url)} broke off the reply ({exc!r})"))
         finally:
             outputs.end()
 
@@ -186,7 +191,7 @@ class RemoteBackend:
             if source.response.status_code != 200:
                 await source.response.aread()
                 raise RemoteServerError(
-                    f"{server.url} refused the request: HTTP "
+                    f"{redact(server.url)} refused the request: HTTP "
                     f"{source.response.status_code} {source.response.text[:300]}"
                 )
             # Read to the end, past [DONE]: httpx's inner iterators left open would be
@@ -225,7 +230,7 @@ async def _describe(client: httpx.AsyncClient, url: str) -> RemoteServer:
         response.raise_for_status()
         models = response.json()["data"]
     except (httpx.HTTPError, ValueError, KeyError) as exc:
-        raise RemoteServerError(f"{url} did not answer /v1/models ({exc!r})") from None
+        raise RemoteServerError(f"{redact(url)} did not answer /v1/models ({exc!r})") from None
     if not models:
-        raise RemoteServerError(f"{url} serves no model")
+        raise RemoteServerError(f"{redact(url)} serves no model")
     return RemoteServer(url, str(models[0]["id"]), models[0].get("max_model_len"))

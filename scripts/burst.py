@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from testing.chat_client import ChatClient, wait_ready
 from bench.paths import PROMPT
+from testing.chat_client import ChatClient, wait_ready
 
 
 async def burst(url: str, chats: int, rounds: int) -> None:

@@ -30,6 +30,7 @@ START_TIMEOUT_S = 60  # from connecting to the chat's start handler's end
 # Chainlit acknowledges a connection with a task_end, then runs the app's chat start
 # handler (if it has one) as a task: its task_start follows within milliseconds.
 HANDLER_GRACE_S = 0.5
+SETTINGS_APPLY_S = 0.3
 
 SETTLE_S = 0.5  # the app's chat start (notices, settings panel) before the first message
 
@@ -113,8 +114,14 @@ class ChatClient:
         return self._reply
 
     async def change_settings(self, values: dict[str, Any]) -> None:
-        """What the settings panel's confirm button sends (every widget's value)."""
+        """What the settings panel's confirm button sends (every widget's value).
+
+        Chainlit handles each event in a task of its own and answers this one with
+        nothing: a message sent at once could start before the settings apply, which a
+        person (who closes the panel, then types) never meets. So it waits a moment.
+        """
         await self._sio.emit("chat_settings_change", values)
+        await asyncio.sleep(SETTINGS_APPLY_S)
 
     async def stop(self) -> None:
         """What the stop button sends."""
@@ -125,8 +132,11 @@ class ChatClient:
         Socket.IO goodbye (the client then reconnects as a browser would)."""
         await self._sio.eio.ws.close()
 
-    async def send(self, text: str, *, timeout_s: float = 600) -> Reply:
-        """Send a message and wait for the app to finish answering it (or for its error)."""
+    async def send(
+        self, text: str, *, timeout_s: float = 600, step: dict[str, Any] | None = None
+    ) -> Reply:
+        """Send a message and wait for the app to finish answering it (or for its error);
+        ``step``: fields a client may set as it likes (type, metadata), as an attacker."""
         self._reply, self._reply_id = Reply(sent_at=time.monotonic()), None
         self._done.clear()
         message = {
@@ -136,7 +146,7 @@ class ChatClient:
             "type": "user_message",
             "output": text,
             "createdAt": datetime.now(UTC).isoformat(),
-        }
+        } | (step or {})
         await self._sio.emit("client_message", {"message": message, "fileReferences": []})
         await asyncio.wait_for(self._done.wait(), timeout_s)
         return self._reply

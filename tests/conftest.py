@@ -8,10 +8,8 @@ client, browser, polling, demo settings) is the ``testing`` package.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,46 +83,31 @@ def byte_engine(engines: dict[str, RunningEngine]) -> ChatEngine:
     return engines["byte"].engine
 
 
-@dataclass(frozen=True)
-class SessionServers:
-    vllm: Server
-    demo: AppServer
-
-
 @pytest.fixture(scope="session")
-def session_servers(
-    scripted_model: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SessionServers]:
-    """The session's two server processes on the scripted model, started together (their
-    loads overlap): the demo app and one ``vllm serve``."""
-    folder = tmp_path_factory.mktemp("servers")
+def vllm_server(scripted_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A real ``vllm serve`` (CPU) on the scripted model, for every remote-backend test
+    (the history's app restarts use it too: a restart then loads no engine)."""
     settings = hermetic_settings(model=str(scripted_model), **ENGINE_SETTINGS)
+    log = tmp_path_factory.mktemp("vllm-serve") / "vllm.log"
+    with openai_server(preflight(settings), log) as server:
+        server.wait("/v1/models", timeout_s=300)
+        yield server
+
+
+@pytest.fixture(scope="session")
+def demo_app(scripted_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoApp]:
+    """``chainlit run app.py`` on the local engine and the scripted model: the browser
+    tests use it first and meet it loading."""
+    log = tmp_path_factory.mktemp("demo-app") / "app.log"
     env = DEMO_APP_ENV | {"ERNIE_MODEL": str(scripted_model)}
-    with contextlib.ExitStack() as stack:
-        # Under nice: vLLM's CPU engine spins on both cores while it generates, and a
-        # browser under test must still get CPU.
-        demo = stack.enter_context(AppServer.run(env, folder / "app.log", nice=15))
-        vllm = stack.enter_context(openai_server(preflight(settings), folder / "vllm.log"))
-        yield SessionServers(vllm, demo)
+    # Under nice: vLLM's CPU engine spins on both cores while it generates, and a browser
+    # under test must still get CPU.
+    with AppServer.run(env, log, nice=15) as server:
+        server.wait("/", timeout_s=180)
+        yield DemoApp(server, server.readyz())
 
 
-@pytest.fixture(scope="session")
-def vllm_server(session_servers: SessionServers) -> Server:
-    """A real ``vllm serve`` (CPU), for every remote-backend test (the history's app
-    restarts use it too: a restart then loads no engine)."""
-    session_servers.vllm.wait("/v1/models", timeout_s=300)
-    return session_servers.vllm
-
-
-@pytest.fixture(scope="session")
-def demo_app(session_servers: SessionServers) -> DemoApp:
-    """``chainlit run app.py`` on the local engine: the browser tests meet it loading."""
-    server = session_servers.demo
-    server.wait("/", timeout_s=180)
-    return DemoApp(server, server.readyz())
-
-
-ENGINE_FIXTURES = {"engines", "session_servers", "load_checks"}
+ENGINE_FIXTURES = {"engines", "vllm_server", "demo_app", "load_checks"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

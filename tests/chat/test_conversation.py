@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from chat.conversation import Conversation
+from chat.conversation import MAX_EXCHANGES, Conversation, Seal
 from chat.markdown import fix_cjk_emphasis
 from engine.prompt import Turn
 
 
 def test_record_and_turns_in_order() -> None:
-    conversation = Conversation()
+    conversation = Conversation(Seal(b"key"))
     conversation.record("m1", "你好", "你好！")
     conversation.record("m2", "再见", "再见！")
     assert conversation.turns() == [
@@ -22,7 +22,7 @@ def test_record_and_turns_in_order() -> None:
 
 
 def test_editing_a_message_forgets_it_and_everything_after() -> None:
-    conversation = Conversation()
+    conversation = Conversation(Seal(b"key"))
     for i in range(4):
         conversation.record(f"m{i}", f"q{i}", f"a{i}")
     assert conversation.rewind_to("m1") == 3
@@ -74,3 +74,10 @@ def test_cjk_emphasis_leaves_code_as_written(text: str) -> None:
     assert code(fixed) == code(text) and code(text)
     if "正文" in text or "列表" in text or "引用" in text:
         assert fixed != text  # the emphasis outside the code was fixed
+
+
+def test_a_chat_keeps_a_bounded_number_of_exchanges() -> None:
+    conversation = Conversation(Seal(b"key"))
+    for number in range(MAX_EXCHANGES + 50):
+        conversation.record(f"m{number}", "问", "答")
+    assert len(conversation) == MAX_EXCHANGES

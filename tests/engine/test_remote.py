@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import unittest.mock
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from engine.completions import (
     RemoteServerError,
     completion_body,
 )
+from engine.remote import RemoteBackend
 from engine.sampling import build_sampling_params
 from testing.browser import STATS_LINE
 from testing.chat_client import ChatClient, wait_ready
@@ -199,12 +202,55 @@ async def test_the_app_chats_and_stops_on_the_remote_engine(
             thinking = [m for m in chat.messages if "Thinking" in m]
             assert thinking, chat.messages  # the thinking state came before the text
             await chat.change_settings(
-                {"temperature": 0.5, "top_p": 0.9, "max_tokens": 1500, "system_prompt": "zh"}
+                {"temperature": 0.5, "top_p": 0.9, "max_tokens": 1024, "system_prompt": "zh"}
             )
             long = asyncio.create_task(chat.send("再来", timeout_s=120))
             await until(lambda: chat.reply is not reply and chat.reply.frames, 60, "new text")
             await chat.stop()
             stopped = await long
-        assert stopped.error is None and len(stopped.text) < 1500
+        assert stopped.error is None and len(stopped.text) < 1024
         await app.wait_for_running(0, within_s=10)  # the app let the request go
         assert await running_on_server(vllm_server) == 0  # and so did the server
+
+
+async def test_credentials_in_urls_stay_out_of_readiness_and_errors(
+    vllm_server: Server, scripted_model: Path, tmp_path: Path
+) -> None:
+    """A server URL with credentials works, and /readyz, the log and the one-line errors
+    show it without its password."""
+    host = vllm_server.url.removeprefix("http://")
+    env = {
+        "ERNIE_MODEL": str(scripted_model),
+        "ERNIE_ENGINE": "remote",
+        "ERNIE_REMOTE_URL": f"http://ops:hunter2-secret@{host}",
+        "ERNIE_HISTORY_URL": "off",
+    }
+    with AppServer.run(env, tmp_path / "app.log") as app:
+        ready = await wait_ready(app.url, 120)
+        assert ready["capacity"]["servers"][0]["url"] == f"http://ops:***@{host}"
+    assert "hunter2" not in (tmp_path / "app.log").read_text(errors="replace")
+    bad = {"ERNIE_MODEL": str(scripted_model), "ERNIE_HISTORY_URL": "mysql://u:hunter2@db/x"}
+    with AppServer.run(bad, tmp_path / "bad.log") as app, pytest.raises(RuntimeError):
+        app.wait("/", timeout_s=120)  # it exits
+    line = (tmp_path / "bad.log").read_text().strip().splitlines()[-1]
+    assert line.startswith("error: ERNIE_HISTORY_URL=") and "hunter2" not in line
+
+
+async def test_the_api_key_goes_to_the_servers_as_a_bearer_token() -> None:
+    """A pure unit test of the header (vllm serve --api-key itself was not started here)."""
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("authorization", ""))
+        return httpx.Response(200, json={"data": [{"id": "m", "max_model_len": 2048}]})
+
+    settings = hermetic_settings(
+        engine="remote", remote_url="http://gpu-1:8000", remote_api_key="sk-test-key"
+    )
+    transport = httpx.MockTransport(answer)
+    with unittest.mock.patch(
+        "httpx.AsyncClient", functools.partial(httpx.AsyncClient, transport=transport)
+    ):
+        backend = await RemoteBackend.connect(settings)
+    assert seen == ["Bearer sk-test-key"] and backend.max_model_len == 2048
+    await backend.close()

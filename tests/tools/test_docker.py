@@ -130,7 +130,8 @@ def test_compose_runs_both_targets_and_reserves_a_gpu() -> None:
     assert "deploy" not in cpu and cpu["profiles"] == ["cpu"]
     for service in (gpu, cpu):
         assert service["volumes"] == ["hub-cache:/data"]
-        assert service["ports"] == ["${CHAT_PORT:-8000}:8000"]
+        # This host only, unless the operator publishes it (CHAT_BIND).
+        assert service["ports"] == ["${CHAT_BIND:-127.0.0.1}:${CHAT_PORT:-8000}:8000"]
         assert service["init"] is True
         # Every ERNIE_* name it passes is a setting (a misspelled one stops the app).
         for name in service["environment"]:

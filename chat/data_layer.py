@@ -1,0 +1,137 @@
+"""The chat history's data layer: Chainlit's SQLAlchemy layer with every id checked.
+
+A client chooses some of the ids Chainlit stores: the websocket's ``auth.threadId``
+becomes a thread's id, a message's id becomes a step's. Chainlit's layer pastes the
+user's thread ids into the text of one query (``get_all_user_threads``), so a thread id
+such as ``x') UNION SELECT ...`` read other users' chats. Here every thread, step,
+element, feedback and user id is refused unless it is a UUID, at every entry point, and
+that query is built with bound parameters (``chat.thread_query``); the SQLite schema
+checks the shape of ids too (``chat.history``), and PostgreSQL's columns are UUIDs.
+
+Usage::
+
+    layer = SafeDataLayer(conninfo=url)       # what @cl.data_layer returns
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from chainlit.data.sql_alchemy import SQLAlchemyDataLayer
+from chainlit.types import Feedback, ThreadDict
+
+from .addresses import REQUEST_USER
+from .thread_query import user_threads
+
+__all__ = ["HistoryAccessError", "HistoryIdError", "SafeDataLayer", "checked_id"]
+
+logger = logging.getLogger(__name__)
+
+
+class HistoryIdError(ConnectionRefusedError, ValueError):
+    """An id that is not a UUID reached the history (a client chose it).
+
+    Also a ``ConnectionRefusedError``: python-socketio refuses a websocket whose
+    connect handler raises one, so a websocket naming such a thread is refused.
+    """
+
+
+class HistoryAccessError(PermissionError):
+    """A user asked to change what belongs to another user's chat."""
+
+
+def checked_id(value: Any, what: str) -> str:
+    """``value`` if it is a UUID in its canonical text form; else ``HistoryIdError``."""
+    try:
+        canonical = str(uuid.UUID(str(value)))
+    except ValueError:
+        canonical = None
+    if not isinstance(value, str) or canonical != value.lower():
+        logger.warning("history: refused a %s id that is not a UUID: %.80r", what, value)
+        raise HistoryIdError(f"{what} id is not a UUID")
+    return value
+
+
+def _optional(value: Any, what: str) -> str | None:
+    return None if value is None else checked_id(value, what)
+
+
+class SafeDataLayer(SQLAlchemyDataLayer):
+    """Chainlit's SQLAlchemy data layer that takes UUIDs only, and binds every value."""
+
+    async def get_all_user_threads(
+        self, user_id: str | None = None, thread_id: str | None = None
+    ) -> list[ThreadDict] | None:
+        return await user_threads(self, _optional(user_id, "user"), _optional(thread_id, "thread"))
+
+    async def get_thread_author(self, thread_id: str) -> str:
+        return await super().get_thread_author(checked_id(thread_id, "thread"))
+
+    async def get_thread(self, thread_id: str) -> ThreadDict | None:
+        return await super().get_thread(checked_id(thread_id, "thread"))
+
+    async def update_thread(self, thread_id: str, *args: Any, **kwargs: Any) -> None:
+        checked_id(thread_id, "thread")
+        _optional(kwargs.get("user_id"), "user")
+        await super().update_thread(thread_id, *args, **kwargs)
+
+    async def delete_thread(self, thread_id: str) -> None:
+        await super().delete_thread(checked_id(thread_id, "thread"))
+
+    async def create_step(self, step_dict: Any) -> None:
+        checked_id(step_dict.get("id"), "step")
+        thread = checked_id(step_dict.get("threadId"), "thread")
+        _optional(step_dict.get("parentId"), "step")
+        # A message's id is the client's choice: it may not take over another chat's step.
+        if await self._thread_of("steps", step_dict["id"]) not in (None, thread.lower()):
+            raise HistoryAccessError("this step belongs to another chat")
+        await super().create_step(step_dict)
+
+    async def delete_step(self, step_id: str) -> None:
+        await super().delete_step(checked_id(step_id, "step"))
+
+    async def get_step(self, step_id: str) -> Any:
+        return await super().get_step(checked_id(step_id, "step"))
+
+    async def upsert_feedback(self, feedback: Feedback) -> str:
+        if feedback.id is not None:  # an existing one: its chat must be the user's
+            await self._require_owner(await self._thread_of("feedbacks", feedback.id))
+        thread = await self._thread_of("steps", checked_id(feedback.forId, "step"))
+        await self._require_owner(thread)
+        feedback.threadId = thread  # the step's own chat, not the one the client names
+        return await super().upsert_feedback(feedback)
+
+    async def delete_feedback(self, feedback_id: str) -> bool:
+        checked_id(feedback_id, "feedback")
+        await self._require_owner(await self._thread_of("feedbacks", feedback_id))
+        return await super().delete_feedback(feedback_id)
+
+    async def _thread_of(self, table: str, row_id: str) -> str | None:
+        """The chat a step or a feedback belongs to (None: there is no such row)."""
+        query = f'SELECT "threadId" FROM {table} WHERE "id" = :id'
+        rows = await self.execute_sql(query=query, parameters={"id": checked_id(row_id, table)})
+        return str(rows[0]["threadId"]).lower() if isinstance(rows, list) and rows else None
+
+    async def _require_owner(self, thread_id: str | None) -> None:
+        """The signed-in user of this request owns ``thread_id`` (Chainlit checks no
+        owner before it changes feedback)."""
+        user = REQUEST_USER.get()
+        author = await super().get_thread_author(thread_id) if thread_id else None
+        if user is None or author != user:
+            raise HistoryAccessError("this chat is not the user's")
+
+    async def get_element(self, thread_id: str, element_id: str) -> Any:
+        checked_id(thread_id, "thread")
+        return await super().get_element(thread_id, checked_id(element_id, "element"))
+
+    async def create_element(self, element: Any) -> None:
+        checked_id(element.id, "element")
+        _optional(element.thread_id, "thread")
+        _optional(element.for_id, "step")
+        await super().create_element(element)
+
+    async def delete_element(self, element_id: str, thread_id: str | None = None) -> None:
+        checked_id(element_id, "element")
+        await super().delete_element(element_id, _optional(thread_id, "thread"))

@@ -1,0 +1,144 @@
+"""The access settings: who may sign in, how, where their chats are kept, and their limits.
+
+Header sign-in trusts a proxy: the proxy names the user in ``ERNIE_AUTH_HEADER`` and
+proves itself with ``ERNIE_AUTH_PROXY_SECRET`` in ``ERNIE_AUTH_PROXY_SECRET_HEADER`` (a
+client that reaches the port directly does not know it). Both sign-ins at once must be
+asked for (``ERNIE_AUTH_ALLOW_BOTH``): a proxy's header beside a users file is usually a
+mistake that lets the proxy's users skip the passwords.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Self
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from .database import DatabaseUrlError, database_url
+from .names import env_name
+from .origins import RecordedSettings
+
+__all__ = ["AUTH_SECRET", "MIN_SECRET_CHARS", "AccessSettings"]
+
+AUTH_SECRET = "CHAINLIT_AUTH_SECRET"  # Chainlit's own variable: signs the session tokens
+MIN_SECRET_CHARS = 32
+
+
+class AccessSettings(RecordedSettings):
+    """Sign-in, history and per-user limits (part of ``deploy.settings.Settings``)."""
+
+    users_file: Path | None = Field(
+        None,
+        description="Sign-in with these users (add one: python -m engine add-user NAME).",
+    )
+    auth_header: str | None = Field(
+        None,
+        min_length=1,
+        description="Sign-in by this header, set by a trusted proxy (e.g. X-Forwarded-User).",
+    )
+    auth_proxy_secret: SecretStr | None = Field(
+        None,
+        description="The secret a trusted proxy sends in AUTH_PROXY_SECRET_HEADER (at least "
+        f"{MIN_SECRET_CHARS} characters, e.g. `openssl rand -hex 32`): needed by AUTH_HEADER; "
+        "with it the proxy's X-Forwarded-For counts for the per-address limits.",
+    )
+    auth_proxy_secret_header: str = Field(
+        "X-Proxy-Secret", min_length=1, description="The header that carries the proxy's secret."
+    )
+    auth_allow_both: bool = Field(
+        False, description="Allow the users file and header sign-in at the same time."
+    )
+    allowed_origins: str | None = Field(
+        None,
+        description="Other web origins that may use the chat from a browser, comma-separated "
+        "(e.g. https://portal.example.com); unset: the app's own origin only.",
+    )
+    ops_token: SecretStr | None = Field(
+        None,
+        description="Bearer token /metrics and the detail of /readyz need; unset: open.",
+    )
+    history_url: str | None = Field(
+        "sqlite:///history.db",
+        description="Where signed-in users' chats are kept: sqlite:///FILE or "
+        "postgresql://USER:PASSWORD@HOST:PORT/DB; off: nowhere.",
+    )
+    session_hours: float = Field(
+        12, gt=0, le=24 * 30, description="How long a sign-in lasts before signing in again."
+    )
+    user_max_replies: int = Field(2, ge=1, description="Replies one user may run at once.")
+    max_chats_per_address: int = Field(
+        50, ge=1, description="Chats one client address may hold open without sign-in."
+    )
+    max_replies: int | None = Field(
+        None,
+        ge=1,
+        description="Replies the app runs at once over all users (more get a polite busy "
+        "answer); unset: twice max_num_seqs.",
+    )
+    user_messages_per_minute: int = Field(
+        20, ge=1, description="Messages one user may send a minute."
+    )
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _check_origins(cls, value: str | None) -> str | None:
+        origins = [o.strip().rstrip("/") for o in (value or "").split(",") if o.strip()]
+        for origin in origins:
+            parts = urlsplit(origin)
+            if parts.scheme not in ("http", "https") or not parts.netloc or parts.path:
+                raise ValueError(f"{origin!r} is not an origin such as https://chat.example.com")
+        return ",".join(origins) or None
+
+    @property
+    def origin_list(self) -> list[str]:
+        return self.allowed_origins.split(",") if self.allowed_origins else []
+
+    @field_validator("history_url")
+    @classmethod
+    def _history_database(cls, url: str | None) -> str | None:
+        if url is None or url.strip().lower() in ("", "off"):
+            return None
+        try:
+            return database_url(url.strip())
+        except DatabaseUrlError as exc:
+            raise ValueError(
+                f"{exc}; use sqlite:///path/history.db, "
+                f"postgresql://user:password@host:5432/db, or off"
+            ) from None
+
+    @model_validator(mode="after")
+    def _sign_in_is_possible(self) -> Self:
+        if self.users_file is not None and not self.users_file.is_file():
+            raise ValueError(
+                f"{env_name('users_file')}={str(self.users_file)!r}: no such file; create it "
+                f"with: python -m engine add-user NAME"
+            )
+        self._check_proxy()
+        signing_key = os.environ.get(AUTH_SECRET, "")
+        if (self.users_file or self.auth_header) and len(signing_key) < MIN_SECRET_CHARS:
+            which = env_name("users_file" if self.users_file else "auth_header")
+            raise ValueError(
+                f"{which} turns sign-in on, which needs {AUTH_SECRET} (the key that signs "
+                f"sessions, at least {MIN_SECRET_CHARS} characters; "
+                f"{len(signing_key)} given): create one with `chainlit create-secret`"
+            )
+        return self
+
+    def _check_proxy(self) -> None:
+        if self.auth_header is None:
+            return
+        secret = self.auth_proxy_secret.get_secret_value() if self.auth_proxy_secret else ""
+        if len(secret) < MIN_SECRET_CHARS:
+            raise ValueError(
+                f"{env_name('auth_header')} trusts a proxy, which must prove itself: set "
+                f"{env_name('auth_proxy_secret')} (at least {MIN_SECRET_CHARS} characters, "
+                f"e.g. `openssl rand -hex 32`) and have the proxy send it in "
+                f"{self.auth_proxy_secret_header}"
+            )
+        if self.users_file is not None and not self.auth_allow_both:
+            raise ValueError(
+                f"{env_name('users_file')} and {env_name('auth_header')} both turn sign-in "
+                f"on: keep one, or set {env_name('auth_allow_both')}=true"
+            )
