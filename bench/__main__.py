@@ -3,12 +3,15 @@
 Usage::
 
     python -m bench [--concurrency 1 16 64 256] [--reply-tokens 256]
-                    [--paths engine app http [remote]] [--replicas 1] [--vllm-url URL]
-                    [--out artifacts/bench]
+                    [--paths engine app http [chainlit workers remote]] [--workers 4]
+                    [--replicas 1] [--api-servers 1] [--vllm-url URL] [--out artifacts/bench]
 
 The model and engine settings are the app's (``ERNIE_*``, ``.env``). Prints a table and
-the ratios, and writes ``bench.json`` and ``bench.png`` into ``--out``. ``remote`` (only
-when named) is ``--replicas`` apps with ``ERNIE_ENGINE=remote`` on one vLLM server.
+the ratios, and writes ``bench.json`` and ``bench.png`` into ``--out``. The paths named
+only on request: ``chainlit`` (the app under ``chainlit run``, the developers' command),
+``workers`` (``ERNIE_WORKERS=--workers`` behind HAProxy), ``remote`` (``--replicas`` apps
+with ``ERNIE_ENGINE=remote`` on one ``vllm serve --api-server-count --api-servers``).
+CPU is counted for every serving process: the app's tree, the group's, vLLM's server.
 """
 
 from __future__ import annotations
@@ -28,10 +31,18 @@ from deploy.preflight import Plan, preflight
 from deploy.settings import SettingsError
 
 from .measure import LoadResult
-from .paths import PROMPT, app_path, engine_path, http_path, remote_path, vllm_server
+from .paths import (
+    PROMPT,
+    VllmServer,
+    app_path,
+    engine_path,
+    http_path,
+    remote_path,
+    vllm_server,
+)
 from .report import comparisons, table, write_chart, write_json
 
-PATHS = ("engine", "app", "http", "remote")  # remote: ERNIE_ENGINE=remote, asked for by name
+PATHS = ("engine", "app", "http", "chainlit", "workers", "remote")  # the last 3 by name
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,8 +50,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
     parser.add_argument("--reply-tokens", type=int, default=256)
     parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS[:3]))
+    parser.add_argument("--workers", type=int, default=4, help="the workers path's group")
     parser.add_argument(
         "--replicas", type=int, default=1, help="app processes on the remote path's server"
+    )
+    parser.add_argument(
+        "--api-servers", type=int, default=1, help="API processes of the started vLLM server"
     )
     parser.add_argument(
         "--vllm-url",
@@ -56,28 +71,35 @@ async def _run(plan: Plan, args: argparse.Namespace) -> tuple[list[LoadResult], 
     cold: list[LoadResult] = []
     loads, tokens, out = sorted(set(args.concurrency)), args.reply_tokens, args.out
     async with contextlib.AsyncExitStack() as stack:
-        server: list[str] = []  # one vLLM server for the http and remote paths, once needed
+        server: list[VllmServer] = []  # one for the http and remote paths, once needed
 
-        async def url() -> str:
+        async def vllm() -> VllmServer:
             if args.vllm_url:
-                return str(args.vllm_url)
+                return VllmServer(str(args.vllm_url))
             if not server:
                 log = out / "vllm-server.log"
-                server.append(await stack.enter_async_context(vllm_server(plan, log)))
+                started = vllm_server(plan, log, args.api_servers)
+                server.append(await stack.enter_async_context(started))
             return server[0]
 
-        for path in args.paths:
+        # The in-process paths first: the vLLM server, once started, holds the GPU's memory.
+        for path in sorted(args.paths, key=lambda p: p in ("http", "remote")):
             started = time.monotonic()
             if path == "engine":
                 results += await engine_path(plan, loads, tokens)
             else:
-                if path == "app":
-                    burst, measured = await app_path(loads, tokens, out)
+                if path in ("app", "chainlit"):
+                    burst, measured = await app_path(loads, tokens, out, path=path)
+                elif path == "workers":
+                    workers = str(args.workers)
+                    burst, measured = await app_path(
+                        loads, tokens, out, path=path, ERNIE_WORKERS=workers
+                    )
                 elif path == "http":
-                    burst, measured = await http_path(await url(), plan, loads, tokens, out)
+                    burst, measured = await http_path(await vllm(), plan, loads, tokens, out)
                 else:
                     burst, measured = await remote_path(
-                        await url(), loads, tokens, out, args.replicas
+                        await vllm(), loads, tokens, out, args.replicas
                     )
                 cold.append(burst)
                 results += measured

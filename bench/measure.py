@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 import time
@@ -92,7 +93,14 @@ class ProcessWatch:
             time.sleep(self._interval_s)
 
     def cpu_s(self) -> float:
-        return float(sum(sum(p.cpu_times()[:2]) for p in self._processes))
+        """CPU seconds of the processes and of all their children (an engine core, a
+        group's workers, vLLM's API servers), as they stand now."""
+        total = 0.0
+        for root in self._processes:
+            for process in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):  # a child that just ended
+                    total += sum(process.cpu_times()[:2])
+        return total
 
     def reset_peak(self) -> None:
         self._peak = self._rss()

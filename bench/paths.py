@@ -7,6 +7,7 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from vllm import SamplingParams
@@ -19,7 +20,7 @@ from deploy.model_info import load_model_info
 from deploy.preflight import Plan
 from deploy.system_prompts import resolve_system_prompt
 from engine.prompt import PromptBuilder
-from testing.chat_client import ChatClient, wait_ready
+from testing.chat_client import ChatClient
 from testing.servers import AppServer, Server, openai_server
 
 from .measure import LoadResult, ProcessWatch, ReplyTiming, summarise
@@ -27,6 +28,7 @@ from .measure import LoadResult, ProcessWatch, ReplyTiming, summarise
 __all__ = [
     "PROMPT",
     "UNLIMITED",
+    "VllmServer",
     "app_path",
     "engine_path",
     "http_path",
@@ -133,11 +135,16 @@ async def _chat_load(
 
 
 async def _socket_loads(
-    path: str, servers: Sequence[Server], loads: Sequence[int], reply_tokens: int
+    path: str,
+    servers: Sequence[Server],
+    loads: Sequence[int],
+    reply_tokens: int,
+    extra_pids: Sequence[int] = (),
 ) -> tuple[LoadResult, list[LoadResult]]:
-    """A cold burst right after ready (reported apart), a warm-up, then the loads."""
+    """A cold burst right after ready (reported apart), a warm-up, then the loads; the
+    CPU of the servers' process trees (and of ``extra_pids``': a vLLM server's)."""
     urls = [server.url for server in servers]
-    watch = ProcessWatch(*(server.process.pid for server in servers))
+    watch = ProcessWatch(*(server.process.pid for server in servers), *extra_pids)
     try:
         burst = min(64, max(loads))
         cold = await _chat_load(urls, burst, reply_tokens, watch, f"{path}-cold")
@@ -155,57 +162,71 @@ async def app_path(
     *,
     path: str = "app",
     replicas: int = 1,
+    extra_pids: Sequence[int] = (),
     **settings: str,
 ) -> tuple[LoadResult, list[LoadResult]]:
-    """``chainlit run app.py`` with the same settings (and ``settings``), replies of
-    exactly reply_tokens (``replicas`` processes with the chats spread over them: remote
-    engines only)."""
+    """The app as ``scripts/start.sh`` starts it (``python -m serve``; path ``chainlit``:
+    ``chainlit run app.py``) with the same settings (and ``settings``), replies of exactly
+    reply_tokens (``replicas`` processes with the chats spread over them: remote engines
+    only). ``ERNIE_WORKERS`` in ``settings``: a group behind its one port."""
     env = {**UNLIMITED, **_settings_env(), **settings}
     env.update(ERNIE_MAX_TOKENS=str(reply_tokens), ERNIE_IGNORE_EOS="true")
+    env.setdefault("ERNIE_WORKERS", "1")
+    app = "app.py" if path == "chainlit" else None
     with contextlib.ExitStack() as stack:
         servers = [
-            stack.enter_context(AppServer.run(env, logs / f"{path}-{i}.log"))
+            stack.enter_context(AppServer.run(env, logs / f"{path}-{i}.log", app=app))
             for i in range(replicas)
         ]
-        for server in servers:
-            await wait_ready(server.url, READY_TIMEOUT_S)
-        return await _socket_loads(path, servers, loads, reply_tokens)
+        for server in servers:  # an app that exits (a bad setting) fails the run at once
+            await asyncio.to_thread(server.wait, "/readyz", READY_TIMEOUT_S)
+        return await _socket_loads(path, servers, loads, reply_tokens, extra_pids)
+
+
+@dataclass(frozen=True)
+class VllmServer:
+    """A vLLM server the http and remote paths talk to; ``pids``: its processes whose CPU
+    the run counts (none for a server started elsewhere, ``--vllm-url``)."""
+
+    url: str
+    pids: tuple[int, ...] = ()
 
 
 @contextlib.asynccontextmanager
-async def vllm_server(plan: Plan, log: Path) -> AsyncIterator[str]:
-    """vLLM's OpenAI-compatible server with the app's engine arguments: its URL (the
-    http and remote paths share one per run)."""
-    with openai_server(plan, log) as vllm:
+async def vllm_server(plan: Plan, log: Path, api_servers: int = 1) -> AsyncIterator[VllmServer]:
+    """vLLM's OpenAI-compatible server with the app's engine arguments and
+    ``--api-server-count`` (the http and remote paths share one per run)."""
+    with openai_server(plan, log, api_servers=api_servers) as vllm:
         await asyncio.to_thread(vllm.wait, "/health", READY_TIMEOUT_S)
-        yield vllm.url
+        yield VllmServer(vllm.url, (vllm.process.pid,))
 
 
 async def remote_path(
-    url: str, loads: Sequence[int], reply_tokens: int, logs: Path, replicas: int
+    vllm: VllmServer, loads: Sequence[int], reply_tokens: int, logs: Path, replicas: int
 ) -> tuple[LoadResult, list[LoadResult]]:
-    """``replicas`` apps with ``ERNIE_ENGINE=remote`` on the vLLM server at ``url``: the
-    scale-out set-up (a load balancer spreads the chats over the apps)."""
+    """``replicas`` apps with ``ERNIE_ENGINE=remote`` on the vLLM server: the scale-out
+    set-up (a load balancer spreads the chats over the apps)."""
     return await app_path(
         loads,
         reply_tokens,
         logs,
         path="remote",
         replicas=replicas,
+        extra_pids=vllm.pids,
         ERNIE_ENGINE="remote",
-        ERNIE_REMOTE_URL=url,
+        ERNIE_REMOTE_URL=vllm.url,
     )
 
 
 async def http_path(
-    url: str, plan: Plan, loads: Sequence[int], reply_tokens: int, logs: Path
+    vllm: VllmServer, plan: Plan, loads: Sequence[int], reply_tokens: int, logs: Path
 ) -> tuple[LoadResult, list[LoadResult]]:
-    """The guides' minimal Chainlit app over streaming HTTP to the vLLM server at ``url``."""
+    """The guides' minimal Chainlit app over streaming HTTP to the vLLM server."""
     env = {
-        "BENCH_VLLM_URL": url,
+        "BENCH_VLLM_URL": vllm.url,
         "BENCH_MAX_TOKENS": str(reply_tokens),
         "BENCH_SYSTEM_PROMPT": resolve_system_prompt(plan.settings.system_prompt),
     }
     with AppServer.run(env, logs / "http-app.log", app="bench/http_app.py") as server:
         await asyncio.to_thread(server.wait, "/", READY_TIMEOUT_S)
-        return await _socket_loads("http", [server], loads, reply_tokens)
+        return await _socket_loads("http", [server], loads, reply_tokens, vllm.pids)

@@ -3,11 +3,24 @@
 vLLM registers its metrics (``vllm:*``: requests running and waiting, KV cache use,
 token throughput, its own latency histograms) in prometheus_client's default registry
 when the engine starts; these join them there, so one scrape of ``/metrics`` has both.
+In a group of workers (``ERNIE_WORKERS``) every process writes its values to the folder
+``PROMETHEUS_MULTIPROC_DIR`` names, and a scrape of any worker reads them all
+(prometheus_client's multiprocess mode): ``/metrics`` speaks for the group.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    multiprocess,
+)
 from prometheus_client import generate_latest as _generate_latest
 
 from engine import ReplyEnd
@@ -17,15 +30,19 @@ __all__ = [
     "CONTENT_TYPE",
     "ERRORS",
     "MESSAGES",
+    "REPLYING",
     "STOPS",
     "exposition",
+    "group_replying",
     "record_cancelled_reply",
     "record_reply",
 ]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
-CHATS_OPEN = Gauge("ernie_chats_open", "Chat sessions open now.")
+# In a group, one value per worker (label ``pid``): how evenly HAProxy spreads the chats.
+CHATS_OPEN = Gauge("ernie_chats_open", "Chat sessions open now.", multiprocess_mode="liveall")
+REPLYING = Gauge("ernie_replies_running", "Replies being written now.", multiprocess_mode="livesum")
 MESSAGES = Counter("ernie_messages", "Messages received from users.")
 REPLIES = Counter("ernie_replies", "Replies finished, by how they ended.", ["finish_reason"])
 STOPS = Counter("ernie_stops", "Replies stopped by the user.")
@@ -55,6 +72,23 @@ def record_cancelled_reply() -> None:
     REPLIES.labels(finish_reason="abort").inc()
 
 
+def _group_registry() -> CollectorRegistry | None:
+    """The whole group's metrics (read from the workers' files), or None for one process."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return None
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return registry
+
+
 def exposition() -> bytes:
     """Every registered metric, vLLM's and the app's, in Prometheus' text format."""
-    return bytes(_generate_latest(REGISTRY))
+    return bytes(_generate_latest(_group_registry() or REGISTRY))
+
+
+def group_replying() -> int | None:
+    """Replies being written over the whole group of workers; None for one process."""
+    registry = _group_registry()
+    if registry is None:
+        return None
+    return int(registry.get_sample_value("ernie_replies_running") or 0)

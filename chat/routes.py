@@ -36,7 +36,9 @@ def readiness(engine: ChatEngine) -> tuple[int, dict[str, Any]]:
     body: dict[str, Any] = {"state": status.state.value, "elapsed_s": round(status.elapsed_s, 1)}
     if status.state is not EngineState.READY:
         return 503, body | {"reason": status.reason}
-    body.update(running_requests=engine.running_requests, capacity=engine.capacity.as_dict())
+    group = metrics.group_replying()  # a group of workers: the replies of all of them
+    running = engine.running_requests if group is None else group
+    body.update(running_requests=running, capacity=engine.capacity.as_dict())
     return 200, body
 
 

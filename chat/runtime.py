@@ -23,13 +23,15 @@ import chainlit as cl
 from chainlit.types import ThreadDict
 
 from deploy.settings import AUTH_SECRET, Settings, SettingsError
-from engine import ChatEngine
+from engine import ChatEngine, joined
 
 from . import auth, guards, history, origins, routes, sessions
 from .addresses import ProxyTrust
 from .compat import drop_blocking_sleep, guard_module_getattr
 from .conversation import Seal
 from .limits import UserLimits
+from .sessions import ChatCount, OpenChats
+from .shared_limits import SharedChatCount, SharedUserLimits
 
 __all__ = ["Runtime", "configure", "runtime"]
 
@@ -40,7 +42,7 @@ class Runtime:
     seal on the exchanges the app records (set again once the history is open)."""
 
     engine: ChatEngine
-    limits: UserLimits
+    limits: UserLimits | SharedUserLimits
     history_url: str | None  # where signed-in users' chats are kept; None: nowhere
     seal: Seal
     trust: ProxyTrust  # the proxy whose forwarded addresses count
@@ -59,6 +61,20 @@ def _seal() -> Seal:
     sign-in, which needs that secret); without one nothing is resumed, any key does."""
     secret = os.environ.get(AUTH_SECRET, "").encode() or os.urandom(32)
     return Seal(hmac.new(secret, b"ernie-chat exchange", hashlib.sha256).digest())
+
+
+def _limits(settings: Settings) -> tuple[UserLimits | SharedUserLimits, OpenChats]:
+    """This process's limits, or, in a group of workers, the group's (one file they share)."""
+    values = {
+        "max_replies": settings.user_max_replies,
+        "per_minute": settings.user_messages_per_minute,
+        "max_total": settings.max_replies or 2 * settings.max_num_seqs,
+    }
+    group = joined()
+    if group is None:
+        return UserLimits(**values), ChatCount()
+    shared = group.folder / "limits.db"
+    return SharedUserLimits(shared, **values), SharedChatCount(shared)
 
 
 _current: Runtime | None = None
@@ -86,11 +102,7 @@ def configure(*, resume: Callable[[ThreadDict], Awaitable[None]]) -> Runtime:
         raise SystemExit(2) from None
     settings = engine.settings
     if _current is None or _current.engine is not engine:
-        limits = UserLimits(
-            max_replies=settings.user_max_replies,
-            per_minute=settings.user_messages_per_minute,
-            max_total=settings.max_replies or 2 * settings.max_num_seqs,
-        )
+        limits, chats = _limits(settings)
         signed_in = auth.register(settings)
         # Without sign-in no one owns a chat, so none is kept.
         url = settings.history_url if signed_in else None
@@ -98,7 +110,7 @@ def configure(*, resume: Callable[[ThreadDict], Awaitable[None]]) -> Runtime:
             history.register(url, resume)
         _current = Runtime(engine, limits, url, _seal(), proxy_trust(settings))
         if not signed_in:  # signed-in users are accountable; anonymous addresses capped
-            sessions.register(_current.trust, settings.max_chats_per_address)
+            sessions.register(_current.trust, settings.max_chats_per_address, chats)
     origins.register(settings.origin_list)
     guards.register(_current.trust)
     token = settings.ops_token.get_secret_value().encode() if settings.ops_token else None

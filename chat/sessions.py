@@ -11,42 +11,70 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
+from typing import Any, Protocol
 
 from chainlit.server import sio
 
 from .addresses import ProxyTrust
 
-__all__ = ["register"]
+__all__ = ["ChatCount", "OpenChats", "register"]
 
 logger = logging.getLogger(__name__)
 
 
-def register(trust: ProxyTrust, most: int) -> None:
+class OpenChats(Protocol):
+    """Chats open per address: this process's (``ChatCount``) or a group's
+    (``chat.shared_limits.SharedChatCount``)."""
+
+    def open(self, address: str, *, most: int) -> bool: ...
+    def close(self, address: str) -> None: ...
+
+
+class ChatCount:
+    """Chats open per address in this process."""
+
+    def __init__(self) -> None:
+        self._open: Counter[str] = Counter()
+
+    def open(self, address: str, *, most: int) -> bool:
+        """Count a chat of ``address``; False (not counted) if it holds ``most`` already."""
+        if self._open[address] >= most:
+            return False
+        self._open[address] += 1
+        return True
+
+    def close(self, address: str) -> None:
+        self._open[address] -= 1
+        if self._open[address] <= 0:
+            del self._open[address]
+
+
+def register(trust: ProxyTrust, most: int, count: OpenChats | None = None) -> None:
     """Wrap Chainlit's connect and disconnect handlers with the count (idempotent)."""
     handlers = sio.handlers["/"]
     if getattr(handlers["connect"], "_counts_chats", False):
         return
     connect, disconnect = handlers["connect"], handlers["disconnect"]
-    open_chats: Counter[str] = Counter()
+    open_chats = count or ChatCount()
     address_of: dict[str, str] = {}
 
     async def counted_connect(sid: str, environ: dict[str, Any], auth: Any = None) -> Any:
         address = trust.address_of_environ(environ)
-        if open_chats[address] >= most:
+        if not open_chats.open(address, most=most):
             logger.warning("chat refused: %s holds %d chats open already", address, most)
             raise ConnectionRefusedError("too many chats open from this address")
-        result = await connect(sid, environ, auth)
-        open_chats[address] += 1
+        try:
+            result = await connect(sid, environ, auth)
+        except BaseException:
+            open_chats.close(address)  # refused by Chainlit (sign-in): not open
+            raise
         address_of[sid] = address
         return result
 
     async def counted_disconnect(sid: str, *reason: Any) -> Any:
         address = address_of.pop(sid, None)
         if address is not None:
-            open_chats[address] -= 1
-            if open_chats[address] <= 0:
-                del open_chats[address]
+            open_chats.close(address)
         return await disconnect(sid)
 
     counted_connect._counts_chats = True  # type: ignore[attr-defined]

@@ -73,6 +73,7 @@ async def stream_reply(
     thinking = cl.Message(content=t("thinking"))
     await thinking.send()
     reply, end = cl.Message(content=""), None
+    metrics.REPLYING.inc()  # until the engine let the request go (the finally below)
     try:
         events = engine.chat(conversation.turns(), text, request_id=request_id, options=options)
         async with contextlib.aclosing(events) as stream:
@@ -96,6 +97,7 @@ async def stream_reply(
         await send_error(exc)
         return
     finally:
+        metrics.REPLYING.dec()
         cl.user_session.set("request_id", None)
     reply.metadata = conversation.record(message_id, text, reply.content)  # for the history
     await _finish(reply, thinking, end, options.reply_budget(engine.settings))

@@ -32,6 +32,7 @@ DECIDING_SETTINGS = (
     "pipeline_parallel_size",
     "enable_prefix_caching",
     "enforce_eager",
+    "workers",
 )
 
 
@@ -133,6 +134,7 @@ def capacity_report(vllm_config: Any, plan: Plan) -> CapacityReport:
         "dtype": dtype,
         "enforce_eager": vllm_config.model_config.enforce_eager,
         "enable_prefix_caching": cache.enable_prefix_caching,
+        "workers": plan.workers,
     }
     sources = plan.sources()
     decided = {

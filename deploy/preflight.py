@@ -13,6 +13,7 @@ engine can know (the memory its activations take) is left to ``deploy.failures``
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 
 from .hardware import Hardware
@@ -66,6 +67,14 @@ class Plan:
             return CPU_MEMORY_SHARE
         return PROFILES[self.settings.profile].gpu_memory_utilization
 
+    @property
+    def workers(self) -> int:
+        """Web front ends (``ERNIE_WORKERS``): unset, 1 on the CPU (its engine is the
+        bottleneck) and one per 4 cores on a GPU, at most 4 (one engine core caps them)."""
+        if self.settings.workers is not None:
+            return self.settings.workers
+        return 1 if self.hardware.cpu else max(1, min(4, (os.cpu_count() or 1) // 4))
+
     def sources(self) -> dict[str, str]:
         """Where each value came from, with unset ones credited to whoever picks them."""
         settings = self.settings
@@ -75,7 +84,11 @@ class Plan:
         for name, source in sources.items():
             if getattr(settings, name) is not None:
                 continue
-            if name == "gpu_memory_utilization":
+            if name == "workers":
+                sources[name] = (
+                    "CPU backend default" if self.hardware.cpu else f"{os.cpu_count()} CPU cores"
+                )
+            elif name == "gpu_memory_utilization":
                 sources[name] = (
                     "CPU backend default" if self.hardware.cpu else f"profile {settings.profile}"
                 )

@@ -75,6 +75,13 @@ class Settings(AccessSettings):
         description="The API key the vLLM servers were started with (vllm serve --api-key); "
         "sent as a bearer token. Use https:// URLs for TLS.",
     )
+    workers: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="Web front-end processes on one engine, behind one port (HAProxy); "
+        "unset: 1 on the CPU, on a GPU one per 4 CPU cores, at most 4.",
+    )
     profile: ProfileName = Field(
         DEFAULT_PROFILE,
         description="Presets of max_model_len, max_num_seqs and GPU memory share.",

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .prompt import Turn
     from .replies import ChatEngine, new_request_id
     from .sampling import ChatOptions
+    from .shared_core import joined
     from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk
     from .supervisor import EngineState, EngineStatus
 
@@ -44,6 +45,7 @@ _SOURCES = {
     "prompt": ["Turn"],
     "replies": ["ChatEngine", "new_request_id"],
     "sampling": ["ChatOptions"],
+    "shared_core": ["joined"],
     "stream": ["ReplyEnd", "ReplyStats", "StreamEvent", "TextChunk"],
     "supervisor": ["EngineState", "EngineStatus"],
 }
@@ -69,6 +71,7 @@ __all__ = [
     "StreamEvent",
     "TextChunk",
     "Turn",
+    "joined",
     "new_request_id",
 ]
 

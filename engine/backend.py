@@ -13,8 +13,9 @@ Implementations: ``LocalBackend`` (vLLM's ``AsyncLLM`` in this process, ``engine
 and ``RemoteBackend`` (``vllm serve`` processes over HTTP, ``engine.remote``). Each
 translates its own failures into ``BackendDeadError`` (the engine is gone: rebuild it) and
 ``GenerationError`` (one reply failed), so the supervisor and the reply path above never
-see vLLM's or httpx's exceptions. A new backend (front-end workers on a shared engine
-core, say) implements this protocol and joins ``open_backend``.
+see vLLM's or httpx's exceptions. A front end of a shared engine core
+(``ERNIE_WORKERS``, ``engine.shared_core``) is a ``LocalBackend`` whose ``AsyncLLM``
+attaches to the core instead of starting one.
 """
 
 from __future__ import annotations
@@ -121,5 +122,10 @@ async def open_backend(plan: Plan) -> Backend:
 
         return await RemoteBackend.connect(plan.settings)
     from .local import LocalBackend
+    from .shared_core import attach, joined
 
+    group = joined()
+    if group is not None and group.core is not None:  # a front end (``ERNIE_WORKERS``)
+        core, index = group.core, group.index
+        return await LocalBackend.start(plan, build=lambda: attach(core, index))
     return await LocalBackend.start(plan)

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import shutil
 import tempfile
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +48,15 @@ class LocalBackend:
         self._errors_at_ready = errors.size()  # later errors are the running engine's
 
     @classmethod
-    async def start(cls, plan: Plan) -> LocalBackend:
-        """Build the engine; ``BackendStartError`` names the root cause and the fix."""
+    async def start(cls, plan: Plan, build: Callable[[], AsyncLLM] | None = None) -> LocalBackend:
+        """Build the engine (or ``build()`` it: a client of a shared core);
+        ``BackendStartError`` names the root cause and the fix."""
         errors = CoreErrorLog(Path(tempfile.mkdtemp(prefix="ernie-engine-")))
+        build = build or (lambda: AsyncLLM.from_engine_args(build_engine_args(plan)))
         llm: AsyncLLM | None = None
         try:
             with errors:  # the engine's processes start inside: they log to the file
-                llm = await asyncio.to_thread(AsyncLLM.from_engine_args, build_engine_args(plan))
+                llm = await asyncio.to_thread(build)
             capacity = await asyncio.to_thread(capacity_report, llm.vllm_config, plan)
         except Exception as exc:
             reason = _describe(exc, plan, errors)

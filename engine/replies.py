@@ -38,6 +38,7 @@ from .errors import GenerationError, MessageRefusedError
 from .message_check import check_message
 from .prompt import Prompt, PromptBuilder, Turn
 from .sampling import ChatOptions, build_sampling_params
+from .shared_core import joined
 from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk, TokenBuffer
 from .supervisor import Supervisor
 
@@ -69,7 +70,8 @@ class ChatEngine(Supervisor):
         """The process's engine: created from the settings on first use, then reused
         (a reloaded app module, as under ``chainlit run -w``, gets the same one)."""
         if ChatEngine._shared is None:
-            ChatEngine._shared = cls.from_settings(load_settings())
+            group = joined()  # a front end of a group: the launcher checked the plan
+            ChatEngine._shared = cls(group.plan) if group else cls.from_settings(load_settings())
         return ChatEngine._shared
 
     async def shutdown(self) -> None:

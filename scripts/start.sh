@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Set up and start the app: `bash scripts/start.sh [--demo] [chainlit run options]`.
+# Set up and start the app: `bash scripts/start.sh [--demo] [--host H] [--port P]`.
 #   --demo   build the offline demo model (random weights) into ./demo-model and use it
-# Other options go to `chainlit run`, e.g. `--host 0.0.0.0 --port 8000 --headless`.
+# The app listens on 127.0.0.1:8000 unless --host/--port say otherwise. ERNIE_WORKERS=N
+# (N > 1) puts N web workers on one engine behind HAProxy, installed here if missing.
+# Developers can still run `chainlit run app.py` (one process, Chainlit's own server).
 set -euo pipefail
 cd "$(dirname "$0")/.."  # Chainlit reads .chainlit/ and chainlit.md from here
 
@@ -12,4 +14,8 @@ if [[ "${1:-}" == "--demo" ]]; then
   export ERNIE_MODEL="$PWD/demo-model"
 fi
 .venv/bin/python -m engine check >/dev/null  # a bad setting stops here, in one line
-exec .venv/bin/python -m chainlit run app.py "$@"
+if [[ "${ERNIE_WORKERS:-1}" != 1 ]] && ! command -v haproxy >/dev/null 2>&1 \
+    && [[ ! -x /usr/sbin/haproxy ]]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
+fi
+exec .venv/bin/python -m serve "$@"

@@ -217,7 +217,8 @@ async def wait_ready(url: str, timeout_s: float) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     async with httpx.AsyncClient(timeout=5) as client:
         while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
+            # ValueError: a proxy's own page while its workers restart (not the app's JSON)
+            with contextlib.suppress(httpx.HTTPError, ValueError):
                 response = await client.get(f"{url}/readyz")
                 body: dict[str, Any] = response.json()
                 if response.status_code == 200:

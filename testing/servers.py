@@ -2,7 +2,7 @@
 
 Usage::
 
-    with AppServer.started({"ERNIE_MODEL": path}, log) as app:   # chainlit run app.py
+    with AppServer.run({"ERNIE_MODEL": path}, log) as app:       # python -m serve
         app.wait("/", timeout_s=180); app.readyz()
     with openai_server(plan, log) as vllm:                         # vllm serve, same args
         vllm.wait("/v1/models", timeout_s=300)
@@ -112,16 +112,20 @@ class Server:
 
 
 class AppServer(Server):
-    """``chainlit run app.py`` (or another Chainlit app) with these ERNIE_* settings."""
+    """The app as ``scripts/start.sh`` starts it (``python -m serve``), or another
+    Chainlit app under ``chainlit run``, with these ERNIE_* settings."""
 
     @classmethod
     @contextlib.contextmanager
     def run(
-        cls, env: Mapping[str, str], log: Path, *, app: str = "app.py", nice: int = 0
+        cls, env: Mapping[str, str], log: Path, *, app: str | None = None, nice: int = 0
     ) -> Iterator[AppServer]:
-        """The app until the block ends; ``nice``: under ``nice`` (vLLM's CPU engine
-        spins on both cores of a small machine; a browser under test needs CPU too)."""
-        command = [sys.executable, "-m", "chainlit", "run", app, "--headless"]
+        """The app until the block ends (``app``: ``chainlit run`` that file instead);
+        ``nice``: under ``nice`` (vLLM's CPU engine spins on both cores of a small
+        machine; a browser under test needs CPU too)."""
+        command = [sys.executable, "-m", "serve"]
+        if app is not None:
+            command = [sys.executable, "-m", "chainlit", "run", app, "--headless"]
         command += ["--host", "127.0.0.1", "--port", "{port}"]
         if nice:
             command = ["nice", "-n", str(nice), *command]
@@ -158,8 +162,14 @@ def serve_flags(plan: Plan) -> list[str]:
     return flags
 
 
-def openai_server(plan: Plan, log: Path) -> contextlib.AbstractContextManager[Server]:
-    """vLLM's own server with the app's engine arguments (``vllm serve``)."""
+def openai_server(
+    plan: Plan, log: Path, *, api_servers: int = 1
+) -> contextlib.AbstractContextManager[Server]:
+    """vLLM's own server with the app's engine arguments (``vllm serve``), with
+    ``api_servers`` API processes on its engine core."""
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *serve_flags(plan)]
+    if api_servers > 1:  # only ``vllm serve`` starts several (its CLI needs the "vllm" wheel)
+        command = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", *serve_flags(plan)]
+        command += ["--api-server-count", str(api_servers)]
     command += ["--port", "{port}", "--served-model-name", "bench", "--disable-uvicorn-access-log"]
     return Server.started(command, dict(os.environ), log)

@@ -1,7 +1,8 @@
 """The layout's rules, read from the source: who may import whom, and how big things get.
 
 The data path reads one way: ``deploy`` (settings, checks, sizing) -> ``engine`` (backends,
-supervisor, replies) -> ``chat`` (everything that knows Chainlit) -> ``app.py``. The test
+supervisor, replies) -> ``chat`` (everything that knows Chainlit) -> ``app.py``, and
+``serve`` (the processes and the port: uvicorn, the workers, HAProxy) on top. The test
 harness (``testing``) and the benchmark (``bench``) sit beside it: nothing in the app
 imports them.
 """
@@ -17,12 +18,13 @@ import pytest
 import engine
 from testing.servers import ROOT
 
-PACKAGES = ("deploy", "engine", "chat", "testing", "bench")
+PACKAGES = ("deploy", "engine", "chat", "serve", "testing", "bench")
 # What each package may not import, of the project's packages and the big frameworks.
 FORBIDDEN = {
-    "deploy": {"engine", "chat", "testing", "bench", "chainlit"},
-    "engine": {"chat", "testing", "bench", "chainlit"},
-    "chat": {"testing", "bench", "vllm"},
+    "deploy": {"engine", "chat", "serve", "testing", "bench", "chainlit"},
+    "engine": {"chat", "serve", "testing", "bench", "chainlit"},
+    "chat": {"serve", "testing", "bench", "vllm"},
+    "serve": {"testing", "bench", "tests"},
     "testing": {"bench", "tests"},
     "bench": {"tests"},
 }

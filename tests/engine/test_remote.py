@@ -191,7 +191,8 @@ async def test_the_app_chats_and_stops_on_the_remote_engine(
         "ERNIE_MAX_TOKENS": "48",
         "ERNIE_HISTORY_URL": "off",
     }
-    with AppServer.run(env, tmp_path / "app.log") as app:
+    # A developer's start command (the others use scripts/start.sh's launcher).
+    with AppServer.run(env, tmp_path / "app.log", app="app.py") as app:
         ready = await wait_ready(app.url, 120)
         assert ready["capacity"]["backend"] == "remote"
         async with ChatClient.connect(app.url) as chat:

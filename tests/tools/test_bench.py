@@ -1,6 +1,7 @@
-"""``python -m bench`` at its smallest: every path runs (the remote one with two app
-replicas on one vLLM server) and the report is complete. The http and remote paths use
-the session's ``vllm serve`` (``--vllm-url``), so the run is on its scripted model."""
+"""``python -m bench`` at its smallest: the default paths, the workers (a group of two)
+and the remote one (two app replicas on one vLLM server) run, and the report is complete.
+The http and remote paths use the session's ``vllm serve`` (``--vllm-url``), so the run is
+on its scripted model."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def test_bench_runs_all_paths_and_writes_its_report(
     env = clean_environ(**APP_ENV, ERNIE_MODEL=str(scripted_model))
     out = tmp_path / "bench"
     command = [sys.executable, "-m", "bench", "--concurrency", "1", "2", "--reply-tokens", "16"]
-    command += ["--paths", "engine", "app", "http", "remote", "--replicas", "2"]
+    command += ["--paths", "engine", "app", "http", "workers", "remote", "--replicas", "2"]
+    command += ["--workers", "2"]
     command += ["--vllm-url", vllm_server.url]
     result = subprocess.run(
         [*command, "--out", str(out)],
@@ -37,17 +39,21 @@ def test_bench_runs_all_paths_and_writes_its_report(
 
     report = json.loads((out / "bench.json").read_text(encoding="utf-8"))
     runs = {(r["path"], r["chats"]): r for r in report["results"]}
-    assert set(runs) == {(p, c) for p in ("engine", "app", "http", "remote") for c in (1, 2)}
+    paths = ("engine", "app", "http", "workers", "remote")
+    assert set(runs) == {(p, c) for p in paths for c in (1, 2)}
     for run in runs.values():
         assert run["reply_tokens"] == 16
         assert run["ttft_p50_ms"] > 0 and run["total_tokens_per_s"] > 0
         assert run["frames_per_reply"] >= 1 and run["peak_rss_mib"] > 0
     # The guides' app sends a websocket message per token; the app coalesces.
     assert runs[("http", 2)]["frames_per_reply"] >= 15
-    assert {r["path"] for r in report["cold_bursts"]} == {"app-cold", "http-cold", "remote-cold"}
+    colds = {"app-cold", "http-cold", "workers-cold", "remote-cold"}
+    assert {r["path"] for r in report["cold_bursts"]} == colds
     compared = {row["chats"]: row for row in report["comparisons"] if "app/engine tok/s" in row}
     assert set(compared) == {1, 2}
     assert all("app/http tok/s" in row and "remote/app tok/s" in row for row in compared.values())
+    workers = {r["chats"] for r in report["comparisons"] if "workers/engine tok/s" in r}
+    assert workers == {1, 2}
     # Two app processes served the remote path: each answered one of the two chats.
     for replica in ("remote-0.log", "remote-1.log"):
         assert "request chat-" in (out / replica).read_text(encoding="utf-8")

@@ -1,0 +1,119 @@
+"""The limits of a group of workers (``ERNIE_WORKERS``), kept in one SQLite file they share.
+
+A browser stays on its worker, but one user (two browsers, a script) or one address can
+reach several: counted in each worker alone, every limit would be N times too wide. The
+workers count in one SQLite file in the group's folder instead (the launcher makes a new
+folder for each start of the group, so counts of dead workers never linger). Each check is
+one short ``BEGIN IMMEDIATE`` transaction (a fraction of a millisecond on a local disk).
+
+Usage::
+
+    limits = SharedUserLimits(path, max_replies=2, per_minute=20, max_total=512)  # as UserLimits
+    chats = SharedChatCount(path)
+    chats.open(address, most=50)  # False: the address holds ``most`` chats already
+    chats.close(address)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+from .limits import WINDOW_S, LimitExceededError
+
+__all__ = ["SharedChatCount", "SharedUserLimits"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sent (user TEXT NOT NULL, at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS sent_by_user ON sent (user, at);
+CREATE TABLE IF NOT EXISTS replying (user TEXT PRIMARY KEY, n INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS chats (address TEXT PRIMARY KEY, n INTEGER NOT NULL);
+"""
+
+
+class _Store:
+    def __init__(self, path: Path) -> None:
+        # autocommit mode: each ``transaction()`` is one explicit BEGIN IMMEDIATE ... COMMIT
+        self._db = sqlite3.connect(path, timeout=10, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One writer at a time over all the workers; committed even when a limit is hit
+        (a refused message still counts)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        finally:
+            self._db.execute("COMMIT")
+
+    def total(self, sql: str, *args: object) -> int:
+        """The query's one number; 0 for no row (a user with nothing running)."""
+        row = self._db.execute(sql, args).fetchone()
+        return int(row[0] or 0) if row else 0
+
+
+class SharedUserLimits:
+    """``chat.limits.UserLimits`` over every worker of the group."""
+
+    def __init__(self, path: Path, *, max_replies: int, per_minute: int, max_total: int) -> None:
+        self._store = _Store(path)
+        self._max_replies = max_replies
+        self._per_minute = per_minute
+        self._max_total = max_total
+
+    def admit(self, user: str, *, now: float) -> None:
+        """Count a message of ``user`` that will get a reply; refuse it if over a limit."""
+        store = self._store
+        with store.transaction() as db:
+            db.execute("DELETE FROM sent WHERE at <= ?", (now - WINDOW_S,))
+            count, oldest = db.execute(
+                "SELECT COUNT(*), MIN(at) FROM sent WHERE user = ?", (user,)
+            ).fetchone()
+            if count >= self._per_minute:
+                wait = oldest + WINDOW_S - now
+                raise LimitExceededError("per_minute", self._per_minute, retry_after_s=wait)
+            db.execute("INSERT INTO sent (user, at) VALUES (?, ?)", (user, now))
+            if store.total("SELECT n FROM replying WHERE user = ?", user) >= self._max_replies:
+                raise LimitExceededError("replies", self._max_replies, retry_after_s=None)
+            if store.total("SELECT SUM(n) FROM replying") >= self._max_total:
+                raise LimitExceededError("busy", self._max_total, retry_after_s=None)
+            db.execute(
+                "INSERT INTO replying (user, n) VALUES (?, 1) "
+                "ON CONFLICT (user) DO UPDATE SET n = n + 1",
+                (user,),
+            )
+
+    def done(self, user: str) -> None:
+        """A reply admitted for ``user`` has ended (finished, stopped or failed)."""
+        with self._store.transaction() as db:
+            db.execute("UPDATE replying SET n = n - 1 WHERE user = ?", (user,))
+            db.execute("DELETE FROM replying WHERE n <= 0")
+
+
+class SharedChatCount:
+    """Chats open per client address over every worker (``chat.sessions``)."""
+
+    def __init__(self, path: Path) -> None:
+        self._store = _Store(path)
+
+    def open(self, address: str, *, most: int) -> bool:
+        """Count a chat of ``address``; False (not counted) if it holds ``most`` already."""
+        store = self._store
+        with store.transaction() as db:
+            if store.total("SELECT n FROM chats WHERE address = ?", address) >= most:
+                return False
+            db.execute(
+                "INSERT INTO chats (address, n) VALUES (?, 1) "
+                "ON CONFLICT (address) DO UPDATE SET n = n + 1",
+                (address,),
+            )
+            return True
+
+    def close(self, address: str) -> None:
+        with self._store.transaction() as db:
+            db.execute("UPDATE chats SET n = n - 1 WHERE address = ?", (address,))
+            db.execute("DELETE FROM chats WHERE n <= 0")

@@ -1,0 +1,48 @@
+"""``python -m serve [--host HOST] [--port PORT]``: start the chat app.
+
+``ERNIE_WORKERS=1`` (the CPU default): the web app and its engine in this process.
+More: a group of workers on one engine core behind HAProxy (``serve.group``).
+A bad setting stops here with one line naming it, as ``python -m engine check`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m serve", description=__doc__.split("\n")[0])
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on")
+    parser.add_argument(
+        "--headless", action="store_true", help="accepted for chainlit run's sake (no effect)"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s - %(name)s - %(message)s")
+    from deploy.loading import load_settings
+    from deploy.preflight import preflight
+    from deploy.settings import SettingsError
+
+    try:
+        plan = preflight(load_settings())
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if plan.workers == 1:
+        from .web import serve_app
+
+        serve_app(args.host, args.port)
+        return 0
+    from .group import Group
+
+    return Group(plan, (args.host, args.port)).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

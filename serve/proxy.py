@@ -1,0 +1,114 @@
+"""HAProxy in front of the workers: one public port, each browser kept on its worker.
+
+Chainlit keeps a chat's session in the process that opened it, so a browser must come
+back to the same worker (a reload, a reconnecting socket): a cookie HAProxy inserts on the
+first answer pins it. New browsers go round-robin; a worker that stops answering
+``/healthz`` gets none. The workers trust the client address HAProxy forwards only with
+the group's secret header (``chat.addresses``), so per-address limits hold.
+
+Usage::
+
+    forwarding = Forwarding("X-Proxy-Secret", secrets.token_hex(32))  # or None: an outer proxy's
+    proxy = Proxy.start(("0.0.0.0", 8000), [8101, 8102], forwarding, folder)
+    proxy.process.poll(); proxy.stop()
+"""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["COOKIE", "Forwarding", "Proxy", "ProxyMissingError", "config_text", "haproxy"]
+
+COOKIE = "ERNIE_WORKER"
+HOUR = "1h"  # a chat's websocket may stay open and quiet that long
+
+
+class ProxyMissingError(RuntimeError):
+    """HAProxy is not installed; the message says how to get it."""
+
+
+@dataclass(frozen=True)
+class Forwarding:
+    """Who proves the forwarded address: the group's own secret, or an outer proxy's."""
+
+    header: str
+    secret: str | None  # None: an outer proxy sets the header and the address; pass them
+
+
+def _max_connections() -> int:
+    """What this process's open-file limit allows: two sockets a proxied connection."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(256, (soft - 64) // 2)
+
+
+def config_text(public: tuple[str, int], workers: list[int], forwarding: Forwarding) -> str:
+    """HAProxy's configuration for the group."""
+    host, port = public
+    servers = "\n".join(
+        f"  server w{i} 127.0.0.1:{p} cookie w{i} check inter 1s fall 2 rise 1"
+        for i, p in enumerate(workers)
+    )
+    own = (
+        f"  http-request set-header {forwarding.header} {forwarding.secret}\n"
+        "  http-request set-header X-Forwarded-For %[src]\n"
+        if forwarding.secret is not None
+        else ""
+    )
+    return f"""global
+  maxconn {_max_connections()}
+defaults
+  mode http
+  timeout connect 5s
+  timeout client {HOUR}
+  timeout server {HOUR}
+  timeout tunnel {HOUR}
+frontend chat
+  bind {host}:{port}
+{own}  default_backend workers
+backend workers
+  balance roundrobin
+  cookie {COOKIE} insert indirect nocache httponly
+  option httpchk GET /healthz
+{servers}
+"""
+
+
+def haproxy() -> str:
+    """HAProxy's binary (Debian puts it in /usr/sbin, often not on a user's PATH)."""
+    binary = shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin")
+    if binary is None:
+        raise ProxyMissingError(
+            "ERNIE_WORKERS above 1 needs HAProxy: apt-get install haproxy "
+            "(scripts/start.sh does it), or set ERNIE_WORKERS=1"
+        )
+    return binary
+
+
+@dataclass
+class Proxy:
+    process: subprocess.Popen[bytes]
+    config: Path
+
+    @classmethod
+    def start(
+        cls, public: tuple[str, int], workers: list[int], forwarding: Forwarding, folder: Path
+    ) -> Proxy:
+        binary = haproxy()
+        config = folder / "haproxy.cfg"
+        config.write_text(config_text(public, workers, forwarding))
+        # -db: stay in the foreground, so the launcher watches and stops it like a worker.
+        process = subprocess.Popen([binary, "-db", "-f", str(config)], stdin=subprocess.DEVNULL)
+        return cls(process, config)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()

@@ -1,0 +1,54 @@
+"""The group's limits: two workers' views of one SQLite file count as one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chat.limits import LimitExceededError
+from chat.shared_limits import SharedChatCount, SharedUserLimits
+
+
+def two_workers(path: Path, **limits: int) -> tuple[SharedUserLimits, SharedUserLimits]:
+    return SharedUserLimits(path, **limits), SharedUserLimits(path, **limits)
+
+
+def test_a_user_replying_on_one_worker_is_refused_on_the_other(tmp_path: Path) -> None:
+    one, other = two_workers(tmp_path / "limits.db", max_replies=2, per_minute=10, max_total=9)
+    one.admit("alice", now=0.0)
+    other.admit("alice", now=1.0)
+    with pytest.raises(LimitExceededError) as refused:
+        one.admit("alice", now=2.0)
+    assert refused.value.limit == "replies"
+    other.admit("bob", now=2.0)  # another user is not affected
+    one.done("alice")
+    other.admit("alice", now=3.0)  # a place came back, wherever it was freed
+
+
+def test_messages_a_minute_and_the_total_count_over_the_group(tmp_path: Path) -> None:
+    one, other = two_workers(tmp_path / "limits.db", max_replies=9, per_minute=3, max_total=3)
+    one.admit("alice", now=0.0)
+    other.admit("bob", now=0.0)
+    one.admit("carol", now=0.0)
+    with pytest.raises(LimitExceededError) as busy:
+        other.admit("dave", now=1.0)
+    assert busy.value.limit == "busy"
+    for user in ("alice", "bob", "carol"):
+        other.done(user)
+    for at in (2.0, 2.5):  # alice's second and third message this minute
+        one.admit("alice", now=at)
+        other.done("alice")
+    with pytest.raises(LimitExceededError) as fast:
+        other.admit("alice", now=3.0)  # the fourth, on the other worker
+    assert fast.value.limit == "per_minute" and fast.value.retry_after_s == pytest.approx(57.0)
+    other.admit("alice", now=61.0)  # the window moved on
+
+
+def test_chats_per_address_count_over_the_group(tmp_path: Path) -> None:
+    one, other = SharedChatCount(tmp_path / "c.db"), SharedChatCount(tmp_path / "c.db")
+    assert one.open("10.0.0.1", most=2) and other.open("10.0.0.1", most=2)
+    assert not one.open("10.0.0.1", most=2)
+    assert other.open("10.0.0.2", most=2)
+    one.close("10.0.0.1")
+    assert other.open("10.0.0.1", most=2)

@@ -1,0 +1,32 @@
+"""HAProxy's configuration for a group, checked by HAProxy itself (``haproxy -c``)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from serve.proxy import COOKIE, Forwarding, config_text, haproxy
+
+
+def check(text: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    config = folder / "haproxy.cfg"
+    config.write_text(text)
+    return subprocess.run(
+        [haproxy(), "-c", "-f", str(config)], capture_output=True, text=True, timeout=30
+    )
+
+
+def test_the_group_proxy_pins_browsers_and_proves_addresses(tmp_path: Path) -> None:
+    text = config_text(("127.0.0.1", 8000), [9001, 9002], Forwarding("X-Proxy-Secret", "s" * 64))
+    result = check(text, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"cookie {COOKIE} insert" in text  # a browser comes back to its worker
+    assert "server w0 127.0.0.1:9001 cookie w0" in text and "127.0.0.1:9002 cookie w1" in text
+    assert "set-header X-Proxy-Secret " + "s" * 64 in text
+    assert "set-header X-Forwarded-For %[src]" in text  # the client's, not a forged one
+
+
+def test_behind_an_outer_proxy_its_headers_pass_untouched(tmp_path: Path) -> None:
+    text = config_text(("0.0.0.0", 8000), [9001], Forwarding("X-Proxy-Secret", None))
+    assert check(text, tmp_path).returncode == 0
+    assert "set-header" not in text  # the outer proxy's secret and address reach the app

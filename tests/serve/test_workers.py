@@ -1,0 +1,143 @@
+"""``ERNIE_WORKERS=2``: two Chainlit workers on one real engine core, HAProxy in front.
+
+The group runs as ``scripts/start.sh`` starts it (``python -m serve``) on the CPU engine
+and the scripted model; the chats go through HAProxy's one port over Socket.IO. The
+tests share the group and run in order (the last one kills a worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+import socketio
+
+from serve.group import WORKER_TITLE
+from testing.browser import STATS_LINE
+from testing.chat_client import ChatClient, wait_ready
+from testing.demo import DEMO_APP_ENV
+from testing.polling import until
+from testing.servers import AppServer
+
+pytestmark = pytest.mark.engine
+
+LONG_REPLY = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 4096, "system_prompt": "zh"}
+CHATS, REPLIES = 17, 16
+
+
+@pytest.fixture(scope="module")
+def group(scripted_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
+    env = DEMO_APP_ENV | {
+        "ERNIE_MODEL": str(scripted_model),
+        "ERNIE_WORKERS": "2",
+        "ERNIE_MAX_TOKENS": "64",
+        # One address (this machine) may hold 17 chats and run 16 replies over the group.
+        "ERNIE_MAX_CHATS_PER_ADDRESS": str(CHATS),
+        "ERNIE_USER_MAX_REPLIES": str(REPLIES),
+    }
+    log = tmp_path_factory.mktemp("workers") / "group.log"
+    with AppServer.run(env, log, nice=10) as server:
+        server.wait("/readyz", timeout_s=300)
+        yield server
+
+
+def metric(server: AppServer, name: str) -> dict[str, float]:
+    """A metric's samples from ``/metrics``, by label text (``""`` without labels)."""
+    text = httpx.get(f"{server.url}/metrics", timeout=5).text
+    found = re.findall(rf"^{name}(\{{[^}}]*\}})? (\S+)$", text, re.M)
+    return {labels: float(value) for labels, value in found}
+
+
+def chats_per_worker(server: AppServer) -> list[float]:
+    """Chats open on each live worker (one sample per worker process)."""
+    return sorted(metric(server, "ernie_chats_open").values())
+
+
+def workers_of(server: AppServer) -> list[psutil.Process]:
+    """The group's live worker processes (found by their title)."""
+    found = []
+    for process in psutil.Process(server.process.pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # one that ended meanwhile, or a zombie
+            if WORKER_TITLE in " ".join(process.cmdline()):
+                found.append(process)
+    return found
+
+
+async def test_sixteen_chats_spread_over_both_workers_and_see_only_their_own_tokens(
+    group: AppServer,
+) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        chats = [await stack.enter_async_context(ChatClient.connect(group.url)) for _ in range(16)]
+        assert chats_per_worker(group) == [8, 8]  # HAProxy's round robin, one port
+        replies = await asyncio.gather(*(c.send(f"第{i}个问题") for i, c in enumerate(chats)))
+        for chat, reply in zip(chats, replies, strict=True):
+            assert reply.error is None and reply.final is not None, reply.error
+            assert len(chat.streamed_ids) == 1  # one reply, and no other chat's tokens
+        assert len(set.union(*(c.streamed_ids for c in chats))) == 16
+    finished = metric(group, "ernie_replies_total")
+    assert finished['{finish_reason="length"}'] >= 16  # counted over both workers
+
+
+async def test_a_stop_on_each_worker_frees_its_request(group: AppServer) -> None:
+    async with ChatClient.connect(group.url) as first, ChatClient.connect(group.url) as second:
+        assert chats_per_worker(group) == [1, 1]  # one chat on each worker
+        aborted = metric(group, "ernie_replies_total").get('{finish_reason="abort"}', 0.0)
+        sending = []
+        for chat in (first, second):
+            await chat.change_settings(LONG_REPLY)
+            sending.append(asyncio.create_task(chat.send("写一篇很长的文章")))
+        await group.wait_for_running(2, within_s=30)
+        for left, chat in ((1, first), (0, second)):
+            await until(lambda c=chat: c.reply and c.reply.frames, 60, "the reply's text")
+            await chat.stop()
+            await group.wait_for_running(left, within_s=5)
+        for reply in await asyncio.gather(*sending):
+            assert reply.error is None and STATS_LINE not in reply.text  # stopped, kept
+        await until(
+            lambda: (
+                metric(group, "ernie_replies_total").get('{finish_reason="abort"}') == aborted + 2
+            ),
+            5,
+            "two aborted replies",
+        )
+
+
+async def test_one_address_is_limited_over_the_group_not_per_worker(group: AppServer) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        chats = [await stack.enter_async_context(ChatClient.connect(group.url)) for _ in range(17)]
+        assert chats_per_worker(group) == [8, 9]  # each worker alone would take more
+        with pytest.raises(socketio.exceptions.ConnectionError):
+            await stack.enter_async_context(ChatClient.connect(group.url))
+        replying, last = chats[:REPLIES], chats[REPLIES]
+        for chat in replying:
+            await chat.change_settings(LONG_REPLY)
+        sending = [asyncio.create_task(chat.send("写一篇很长的文章")) for chat in replying]
+        await group.wait_for_running(REPLIES, within_s=60)
+        refused = await last.send("你好")  # on a worker that runs only half of the 16
+        assert refused.error is not None and f"{REPLIES} replies" in refused.error
+        for chat in replying:
+            await until(lambda c=chat: c.reply and c.reply.frames, 60, "the reply's text")
+            await chat.stop()
+        await asyncio.gather(*sending)
+        await group.wait_for_running(0, within_s=10)
+
+
+async def test_killing_a_worker_restarts_the_group_with_the_cause_logged(
+    group: AppServer,
+) -> None:
+    victim = workers_of(group)[-1]
+    victim.send_signal(signal.SIGKILL)
+    cause = f"(pid {victim.pid}) was killed by SIGKILL; restarting the group"
+    await until(lambda: cause in group.log.read_text(errors="replace"), 30, "the cause logged")
+    await wait_ready(group.url, 300)
+    assert len(workers_of(group)) == 2 and victim.pid not in {p.pid for p in workers_of(group)}
+    async with ChatClient.connect(group.url) as chat:
+        reply = await chat.send("你好", timeout_s=120)
+    assert reply.error is None and reply.final is not None
