@@ -46,6 +46,7 @@ logger = logging.getLogger("serve.group")
 
 WORKER_TITLE = "ernie-chat worker"
 STABLE_S = 600.0  # a group that ran this long starts the count of restarts again
+PROXY_START_S = 0.5  # HAProxy binds its port or fails within this
 METRICS_DIR = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's multiprocess mode
 
 
@@ -103,12 +104,9 @@ class Group:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._stop)
         os.environ[METRICS_DIR] = str(self._metrics_dir())
-        proxy = Proxy.start(self.public, self.ports, self.forwarding, self.folder)
-        logger.info(
-            "serving on http://%s:%d: %d workers on one engine, HAProxy in front",
-            *self.public,
-            len(self.ports),
-        )
+        proxy = self._open_port()
+        if proxy is None:
+            return 1
         tries, started = 0, time.monotonic()
         try:
             while not self._stopping:
@@ -128,6 +126,22 @@ class Group:
             return 0
         finally:
             proxy.stop()
+
+    def _open_port(self) -> Proxy | None:
+        """HAProxy on the public port; None, with the cause logged, when it cannot serve."""
+        proxy = Proxy.start(self.public, self.ports, self.forwarding, self.folder)
+        time.sleep(PROXY_START_S)
+        ended = proxy.ended()
+        if ended:  # the port is taken, say: nothing to serve on
+            logger.error("%s", ended)
+            return None
+        logger.info(
+            "serving on http://%s:%d: %d workers on one engine, HAProxy in front (its log: %s)",
+            *self.public,
+            len(self.ports),
+            proxy.log,
+        )
+        return proxy
 
     def _metrics_dir(self) -> Path:
         folder = self.folder / "metrics"
@@ -188,8 +202,9 @@ class Group:
             dead = core.dead() if core else None
             if dead:
                 return dead
-            if proxy.process.poll() is not None:
-                return f"HAProxy ended with exit code {proxy.process.returncode}"
+            ended = proxy.ended()
+            if ended:
+                return ended
 
 
 def _stop_all(workers: list[Worker]) -> None:

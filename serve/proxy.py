@@ -91,7 +91,7 @@ def haproxy() -> str:
 @dataclass
 class Proxy:
     process: subprocess.Popen[bytes]
-    config: Path
+    log: Path  # HAProxy's own messages (a worker DOWN while the group starts, say)
 
     @classmethod
     def start(
@@ -100,9 +100,25 @@ class Proxy:
         binary = haproxy()
         config = folder / "haproxy.cfg"
         config.write_text(config_text(public, workers, forwarding))
-        # -db: stay in the foreground, so the launcher watches and stops it like a worker.
-        process = subprocess.Popen([binary, "-db", "-f", str(config)], stdin=subprocess.DEVNULL)
-        return cls(process, config)
+        log = folder / "haproxy.log"
+        with log.open("ab") as out:
+            # -db: stay in the foreground, so the launcher watches and stops it like a worker.
+            process = subprocess.Popen(
+                [binary, "-db", "-f", str(config)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        return cls(process, log)
+
+    def ended(self) -> str | None:
+        """How HAProxy ended, with its first alert (the cause: a port in use, say), or None."""
+        code = self.process.poll()
+        if code is None:
+            return None
+        lines = self.log.read_text(errors="replace").splitlines()
+        alerts = [line.split(":", 1)[-1].strip() for line in lines if "[ALERT]" in line]
+        return f"HAProxy ended with exit code {code}" + (f": {alerts[0]}" if alerts else "")
 
     def stop(self) -> None:
         if self.process.poll() is None:

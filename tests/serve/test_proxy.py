@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
-from serve.proxy import COOKIE, Forwarding, config_text, haproxy
+from serve.proxy import COOKIE, Forwarding, Proxy, config_text, haproxy
 
 
 def check(text: str, folder: Path) -> subprocess.CompletedProcess[str]:
@@ -30,3 +31,20 @@ def test_behind_an_outer_proxy_its_headers_pass_untouched(tmp_path: Path) -> Non
     text = config_text(("0.0.0.0", 8000), [9001], Forwarding("X-Proxy-Secret", None))
     assert check(text, tmp_path).returncode == 0
     assert "set-header" not in text  # the outer proxy's secret and address reach the app
+
+
+def test_a_port_in_use_ends_haproxy_with_the_cause_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proxy = Proxy.start(
+            ("127.0.0.1", port), [9001], Forwarding("X-Proxy-Secret", None), tmp_path
+        )
+        try:
+            proxy.process.wait(timeout=10)
+            ended = proxy.ended()
+        finally:
+            proxy.stop()
+    assert ended is not None and ended.startswith("HAProxy ended with exit code 1: ")
+    assert f"cannot bind socket (Address already in use) for [127.0.0.1:{port}]" in ended
