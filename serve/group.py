@@ -21,6 +21,7 @@ import logging
 import multiprocessing
 import os
 import secrets
+import shutil
 import signal
 import socket
 import tempfile
@@ -104,9 +105,14 @@ class Group:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._stop)
         os.environ[METRICS_DIR] = str(self._metrics_dir())
-        proxy = self._open_port()
-        if proxy is None:
-            return 1
+        try:
+            proxy = self._open_port()
+            return 1 if proxy is None else self._serve(proxy)
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)  # config, logs, metrics, limits
+
+    def _serve(self, proxy: Proxy) -> int:
+        """Run the group, restarting it when a process dies, until stopped or out of tries."""
         tries, started = 0, time.monotonic()
         try:
             while not self._stopping:

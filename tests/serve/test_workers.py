@@ -60,6 +60,12 @@ def chats_per_worker(server: AppServer) -> list[float]:
     return sorted(metric(server, "ernie_chats_open").values())
 
 
+async def spread_as(server: AppServer, expected: list[int]) -> None:
+    """Until the workers hold ``expected`` chats (sorted): a closed chat's end reaches its
+    worker a moment after the client has gone."""
+    await until(lambda: chats_per_worker(server) == expected, 15, f"chats spread as {expected}")
+
+
 def workers_of(server: AppServer) -> list[psutil.Process]:
     """The group's live worker processes (found by their title)."""
     found = []
@@ -75,7 +81,7 @@ async def test_sixteen_chats_spread_over_both_workers_and_see_only_their_own_tok
 ) -> None:
     async with contextlib.AsyncExitStack() as stack:
         chats = [await stack.enter_async_context(ChatClient.connect(group.url)) for _ in range(16)]
-        assert chats_per_worker(group) == [8, 8]  # HAProxy's round robin, one port
+        await spread_as(group, [8, 8])  # HAProxy's round robin, one port
         replies = await asyncio.gather(*(c.send(f"第{i}个问题") for i, c in enumerate(chats)))
         for chat, reply in zip(chats, replies, strict=True):
             assert reply.error is None and reply.final is not None, reply.error
@@ -86,8 +92,9 @@ async def test_sixteen_chats_spread_over_both_workers_and_see_only_their_own_tok
 
 
 async def test_a_stop_on_each_worker_frees_its_request(group: AppServer) -> None:
+    await spread_as(group, [0, 0])
     async with ChatClient.connect(group.url) as first, ChatClient.connect(group.url) as second:
-        assert chats_per_worker(group) == [1, 1]  # one chat on each worker
+        await spread_as(group, [1, 1])  # one chat on each worker
         aborted = metric(group, "ernie_replies_total").get('{finish_reason="abort"}', 0.0)
         sending = []
         for chat in (first, second):
@@ -110,9 +117,10 @@ async def test_a_stop_on_each_worker_frees_its_request(group: AppServer) -> None
 
 
 async def test_one_address_is_limited_over_the_group_not_per_worker(group: AppServer) -> None:
+    await spread_as(group, [0, 0])  # the chats of the tests before have ended
     async with contextlib.AsyncExitStack() as stack:
         chats = [await stack.enter_async_context(ChatClient.connect(group.url)) for _ in range(17)]
-        assert chats_per_worker(group) == [8, 9]  # each worker alone would take more
+        await spread_as(group, [8, 9])  # each worker alone would take more
         with pytest.raises(socketio.exceptions.ConnectionError):
             await stack.enter_async_context(ChatClient.connect(group.url))
         replying, last = chats[:REPLIES], chats[REPLIES]
