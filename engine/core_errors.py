@@ -18,7 +18,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CoreErrorLog", "ended_processes"]
+__all__ = ["CoreErrorLog", "ended_processes", "exit_reason"]
 
 _EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception))(?:: (.+))?$")
 _FRAME_LINE = re.compile(r'^File "(?:.*/)?([^/"]+)", line (\d+)')
@@ -112,10 +112,11 @@ def ended_processes(llm: Any) -> str | None:
         codes: dict[str, int] = manager.finished_procs()  # type: ignore[union-attr]
     except Exception:  # an internal API: best effort only
         return None
-    return ", ".join(f"{name} {_ending(code)}" for name, code in codes.items()) or None
+    return ", ".join(f"{name} {exit_reason(code)}" for name, code in codes.items()) or None
 
 
-def _ending(exit_code: int) -> str:
+def exit_reason(exit_code: int) -> str:
+    """A process's exit code in words ("killed by SIGKILL", "exited with code 1")."""
     if exit_code < 0:
         with contextlib.suppress(ValueError):
             return f"killed by {signal.Signals(-exit_code).name}"

@@ -11,7 +11,7 @@ Usage::
     with launch_shared_core(plan, clients=2) as core:   # in the launcher
         start the front ends, handing each ``core`` and its index
     # leaving the block waits for the engine core's start-up handshake
-    core.dead()  -> "engine core (pid 12) ended with exit code -9" or None
+    core.dead()  -> "engine core (pid 12) killed by SIGKILL" or None
     core.shutdown()
 
     join(plan, core, index, folder)  # in front end ``index``, before the app starts
@@ -39,8 +39,11 @@ from vllm.v1.executor import Executor
 
 from deploy.engine_args import build_engine_args
 
+from .core_errors import exit_reason
+
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
+    from vllm.engine.arg_utils import AsyncEngineArgs
 
     from deploy.preflight import Plan
 
@@ -51,7 +54,6 @@ __all__ = ["Attachment", "SharedCore", "attach", "join", "joined", "launch_share
 class SharedCore:
     """What a front end needs to attach (picklable: it travels to spawned processes)."""
 
-    plan: Plan
     config: VllmConfig
     inputs: list[str]
     outputs: list[str]
@@ -69,7 +71,7 @@ class SharedCore:
         """How the engine core's process ended, or None while it runs."""
         for process in getattr(self.manager, "processes", ()):
             if process.exitcode is not None:
-                return f"engine core (pid {process.pid}) ended with exit code {process.exitcode}"
+                return f"engine core (pid {process.pid}) {exit_reason(process.exitcode)}"
         return None
 
     def sentinels(self) -> list[int]:
@@ -94,8 +96,7 @@ class Attachment:
     folder: Path
 
 
-def _config(plan: Plan, clients: int) -> VllmConfig:
-    args = build_engine_args(plan)
+def _config(args: AsyncEngineArgs, clients: int) -> VllmConfig:
     args._api_process_count = clients
     args._api_process_rank = -1  # the launcher: no front end of its own
     return args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
@@ -105,9 +106,10 @@ def _config(plan: Plan, clients: int) -> VllmConfig:
 def launch_shared_core(plan: Plan, clients: int) -> Iterator[SharedCore]:
     """Start the engine core for ``clients`` front ends; the front ends are started in
     the block, and leaving it waits for the core's handshake (the model loads then)."""
-    config = _config(plan, clients)
+    args = build_engine_args(plan)
+    config = _config(args, clients)
     executor = Executor.get_class(config)
-    log_stats = not build_engine_args(plan).disable_log_stats
+    log_stats = not args.disable_log_stats
     addresses = get_engine_zmq_addresses(config, clients)
     launch: Any = launch_core_engines
     extra: dict[str, int] = {}
@@ -118,7 +120,7 @@ def launch_shared_core(plan: Plan, clients: int) -> Iterator[SharedCore]:
             manager, addresses = got[0], got[2]
         else:  # vLLM 0.29: a CoreEngineLaunch
             manager, addresses = got.engine_manager, got.addresses
-        yield SharedCore(plan, config, addresses.inputs, addresses.outputs, log_stats, manager)
+        yield SharedCore(config, addresses.inputs, addresses.outputs, log_stats, manager)
 
 
 def attach(core: SharedCore, index: int) -> AsyncLLM:

@@ -36,6 +36,7 @@ from pydantic import SecretStr
 from setproctitle import setproctitle
 
 from deploy.preflight import Plan
+from engine.core_errors import exit_reason
 from engine.shared_core import SharedCore, join, launch_shared_core
 
 from .proxy import Forwarding, Proxy
@@ -58,10 +59,8 @@ def _free_port() -> int:
 
 
 def _ended(process: BaseProcess) -> str:
-    code = process.exitcode
-    if code is not None and code < 0:
-        return f"was killed by {signal.Signals(-code).name}"
-    return f"exited with code {code}"
+    reason = exit_reason(process.exitcode or 0)  # engine.core_errors' words for exit codes
+    return f"was {reason}" if reason.startswith("killed") else reason
 
 
 def run_worker(plan: Plan, core: SharedCore | None, index: int, port: int, folder: Path) -> None:
