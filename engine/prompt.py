@@ -13,18 +13,24 @@ Two things a plain ``apply_chat_template(..., tokenize=True)`` gets wrong for a 
   become special ids; message text is tokenized with special-token splitting on.
 * A long history overflows the context. Here the oldest turns are dropped until the
   prompt plus the reply budget fits, keeping the system prompt and the newest message.
+
+Every message re-renders its whole conversation, on the event loop that carries every
+chat's tokens. The text between special tokens is tokenized once and remembered
+(``RunCache``), so a message costs the tokens of what is new, not of the whole chat.
 """
 
 from __future__ import annotations
 
 import re
+from array import array
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import PromptTooLongError
 
-__all__ = ["Prompt", "PromptBuilder", "Turn"]
+__all__ = ["Prompt", "PromptBuilder", "RunCache", "Turn"]
 
 # Private-use characters stand in for message text while the template is rendered.
 _MARK = "\ue000{}\ue001"
@@ -47,6 +53,40 @@ class Prompt:
     dropped_turns: int
 
 
+class RunCache:
+    """Token ids of texts tokenized before, newest kept, up to ``max_chars`` of text.
+
+    Tokenizing a text does not depend on what surrounds it here (each run is encoded on
+    its own), so a remembered result is exact. Ids are kept as machine ints (8 bytes a
+    token): the default budget holds a few hundred long chats in ~20 MB.
+    """
+
+    def __init__(self, tokenizer: Any, max_chars: int = 2_000_000) -> None:
+        self.tokenizer = tokenizer
+        self.max_chars = max_chars
+        self._ids: OrderedDict[str, array[int]] = OrderedDict()
+        self._chars = 0
+
+    def encode(self, texts: Sequence[str]) -> list[array[int]]:
+        """Token ids of each text, as typed text (special-token splitting on)."""
+        missing = list(dict.fromkeys(t for t in texts if t not in self._ids))
+        if missing:
+            encoded = self.tokenizer(missing, add_special_tokens=False, split_special_tokens=True)
+            for text, ids in zip(missing, encoded["input_ids"], strict=True):
+                self._remember(text, array("q", ids))
+        found = [self._ids[text] for text in texts]
+        for text in texts:
+            self._ids.move_to_end(text)
+        return found
+
+    def _remember(self, text: str, ids: array[int]) -> None:
+        self._ids[text] = ids
+        self._chars += len(text)
+        while self._chars > self.max_chars and len(self._ids) > 1:
+            old, _ = self._ids.popitem(last=False)
+            self._chars -= len(old)
+
+
 class PromptBuilder:
     """Renders conversations with a tokenizer's chat template into token ids that fit."""
 
@@ -56,11 +96,11 @@ class PromptBuilder:
         added = [t.content for t in tokenizer.added_tokens_decoder.values()]
         longest_first = sorted(set(added), key=len, reverse=True)
         self._special_re = re.compile("|".join(map(re.escape, longest_first)) or "(?!)")
+        self._runs = RunCache(tokenizer)
 
     def count_tokens(self, text: str) -> int:
         """How many tokens ``text`` is as typed message text."""
-        encoded = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)
-        return len(encoded["input_ids"])
+        return len(self._runs.encode([text])[0])
 
     def encode(self, messages: Sequence[dict[str, str]]) -> list[int]:
         """Token ids of ``messages`` with the generation prompt; typed text stays plain."""
@@ -73,15 +113,14 @@ class PromptBuilder:
         def fill(mark: re.Match[str]) -> str:
             return messages[int(mark.group(1))]["content"]
 
-        # The text between the template's special tokens, all encoded in one call.
+        # The text between the template's special tokens, new runs encoded in one call.
         runs = [_MARK_RE.sub(fill, run) for run in self._special_re.split(skeleton)]
         specials = [
             self.tokenizer.convert_tokens_to_ids(token)
             for token in self._special_re.findall(skeleton)
         ]
-        encoded = self.tokenizer(runs, add_special_tokens=False, split_special_tokens=True)
         ids: list[int] = []
-        for run_ids, special in zip(encoded["input_ids"], [*specials, None], strict=True):
+        for run_ids, special in zip(self._runs.encode(runs), [*specials, None], strict=True):
             ids += run_ids
             if special is not None:
                 ids.append(special)

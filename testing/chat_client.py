@@ -31,6 +31,9 @@ START_TIMEOUT_S = 60  # from connecting to the chat's start handler's end
 # handler (if it has one) as a task: its task_start follows within milliseconds.
 HANDLER_GRACE_S = 0.5
 SETTINGS_APPLY_S = 0.3
+# python-socketio gives the namespace 1 s to connect; hundreds of chats opening at once
+# (each running the app's chat start) can take longer on a loaded server
+CONNECT_TIMEOUT_S = 30
 
 SETTLE_S = 0.5  # the app's chat start (notices, settings panel) before the first message
 
@@ -100,6 +103,7 @@ class ChatClient:
             auth=auth,
             transports=["websocket"],
             headers=dict(headers or {}),  # engine.io takes the cookie out of the dict
+            wait_timeout=CONNECT_TIMEOUT_S,
         )
         try:
             await sio.emit("connection_successful")

@@ -10,7 +10,7 @@ import pytest
 from deploy.settings import SettingsError
 from deploy.system_prompts import available_system_prompts, resolve_system_prompt
 from engine.errors import PromptTooLongError
-from engine.prompt import PromptBuilder, Turn
+from engine.prompt import PromptBuilder, RunCache, Turn
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +103,48 @@ def test_newest_message_alone_too_long_is_a_clear_error(tokenizer: Any) -> None:
     assert info.value.limit == 100
     assert info.value.prompt_tokens > 100
     assert "shorten" in str(info.value)
+
+
+class CountingTokenizer:
+    """The real tokenizer, counting the characters it was asked to tokenize."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.chars = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tokenizer, name)
+
+    def __call__(self, texts: list[str], **kwargs: Any) -> Any:
+        self.chars += sum(map(len, texts))
+        return self.tokenizer(texts, **kwargs)
+
+
+def test_a_new_message_tokenizes_only_what_is_new(tokenizer: Any) -> None:
+    counting = CountingTokenizer(tokenizer)
+    builder = PromptBuilder(counting, max_model_len=4096)
+    history = [Turn(t.role, f"{t.content} {i}") for i in range(10) for t in HISTORY]
+    builder.build(history, "今天天气怎么样？", system_prompt="你是助手。", reply_budget=64)
+    whole = counting.chars  # the first message of a resumed chat: everything is new
+    counting.chars = 0
+    longer = [*history, Turn("user", "今天天气怎么样？"), Turn("assistant", "晴天。")]
+    again = builder.build(longer, "明天呢？", system_prompt="你是助手。", reply_budget=64)
+    # the two newest turns and their template text (about 55 characters), not all ~500
+    assert whole > 400 and counting.chars < 80, (whole, counting.chars)
+    fresh = PromptBuilder(tokenizer, max_model_len=4096)
+    assert again == fresh.build(longer, "明天呢？", system_prompt="你是助手。", reply_budget=64)
+
+
+def test_the_run_cache_forgets_the_oldest_text_past_its_budget(tokenizer: Any) -> None:
+    cache = RunCache(tokenizer, max_chars=10)
+    cache.encode(["你好世界", "hello"])
+    cache.encode(["你好世界"])  # used again: now the newest
+    cache.encode(["abcdef"])  # 4 + 5 + 6 > 10: "hello", the oldest, goes
+    assert list(cache._ids) == ["你好世界", "abcdef"]
+    assert (
+        list(cache.encode(["hello"])[0])
+        == tokenizer(["hello"], add_special_tokens=False)["input_ids"][0]
+    )
 
 
 def test_shipped_system_prompts() -> None:
