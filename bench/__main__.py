@@ -124,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{plan.hardware.device}, {platform.machine()}",
         "model": settings.model,
         "settings": {
-            k: v for k, v in settings.model_dump(exclude={"history_url"}).items() if v is not None
+            k: v
+            for k, v in settings.model_dump(mode="json", exclude={"history_url"}).items()
+            if v is not None
         },
         "prompt_chars": len(PROMPT),
         "reply_tokens": args.reply_tokens,

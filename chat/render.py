@@ -31,7 +31,19 @@ logger = logging.getLogger(__name__)
 
 
 def loading_text(status: EngineStatus, t: Strings) -> str:
-    return t("loading", seconds=round(status.elapsed_s))
+    """The loading notice: the download's bytes while the model's files are fetched."""
+    seconds = round(status.elapsed_s)
+    download = status.download
+    if download is None or not download.total_bytes:
+        return t("loading", seconds=seconds)
+    mb = 1_000_000
+    return t(
+        "downloading",
+        done=f"{download.done_bytes / mb:,.1f}",
+        total=f"{download.total_bytes / mb:,.1f}",
+        rate=f"{download.rate / mb:,.1f}",
+        seconds=seconds,
+    )
 
 
 def engine_notes(status: EngineStatus, t: Strings, *, loaded_now: bool, demo: bool) -> list[str]:

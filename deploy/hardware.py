@@ -11,9 +11,12 @@ from typing import Any
 
 from .sizing import GiB
 
-__all__ = ["MIN_BF16_CAPABILITY", "Gpu", "Hardware"]
+__all__ = ["MIN_BF16_CAPABILITY", "Gpu", "Hardware", "driver_problem"]
 
 MIN_BF16_CAPABILITY = (8, 0)
+# The oldest Linux driver series each CUDA major version runs on (NVIDIA's CUDA
+# compatibility table); an older driver fails deep inside torch.
+MIN_DRIVER = {12: 525, 13: 580}
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,8 @@ class Hardware:
     ram_total_bytes: int
     ram_available_bytes: int
     dtypes: tuple[str, ...]  # the dtypes the device computes in
+    driver: str | None = None  # the NVIDIA driver's version, on a GPU host
+    cuda: str | None = None  # the CUDA version torch was built for ("13.0")
 
     @property
     def cpu(self) -> bool:
@@ -65,7 +70,42 @@ class Hardware:
         )
         bf16 = bool(gpus) and all(g.capability >= MIN_BF16_CAPABILITY for g in gpus)
         dtypes = ("bfloat16", "float16", "float32") if bf16 else ("float16", "float32")
-        return cls("gpu", gpus, memory.total, memory.available, dtypes)
+        driver, cuda = _driver_version(), torch_cuda_version()
+        return cls("gpu", gpus, memory.total, memory.available, dtypes, driver, cuda)
+
+
+def torch_cuda_version() -> str | None:
+    import torch
+
+    return torch.version.cuda
+
+
+def driver_problem(driver: str | None, cuda: str | None) -> str | None:
+    """Why ``driver`` cannot run torch's CUDA ``cuda``, with the ways out; None if it can."""
+    if not driver or not cuda:
+        return None
+    needed = MIN_DRIVER.get(int(cuda.split(".")[0]))
+    if needed is None or int(driver.split(".")[0]) >= needed:
+        return None
+    return (
+        f"NVIDIA driver {driver} is too old for this build (torch for CUDA {cuda} needs "
+        f"driver {needed} or later): update the host's driver to the {needed} series or "
+        "later; or run the CPU build (bash scripts/setup.sh cpu, or the image with "
+        "TARGET=cpu); or run a vLLM server built for your driver and point the app at it "
+        "(ERNIE_ENGINE=remote, ERNIE_REMOTE_URL)"
+    )
+
+
+def _driver_version() -> str | None:
+    from vllm.third_party import pynvml
+
+    nvml: Any = pynvml
+    nvml.nvmlInit()
+    try:
+        version = nvml.nvmlSystemGetDriverVersion()
+    finally:
+        nvml.nvmlShutdown()
+    return version.decode() if isinstance(version, bytes) else str(version)
 
 
 def _probe_gpu(platform: Any, index: int) -> Gpu:

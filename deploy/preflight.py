@@ -16,10 +16,10 @@ import logging
 import os
 from dataclasses import dataclass
 
-from .hardware import Hardware
+from .hardware import Hardware, driver_problem
 from .model_files import ModelShape, read_model_config, refuse
 from .profiles import PROFILES
-from .settings import Settings, env_name
+from .settings import Settings, SettingsError, env_name
 from .sizing import (
     BLOCK_MULTIPLE,
     CPU_MEMORY_SHARE,
@@ -188,6 +188,11 @@ def _check_device(plan: Plan) -> None:
         )
 
 
+def _check_driver(hw: Hardware) -> None:
+    if (problem := driver_problem(hw.driver, hw.cuda)) is not None:
+        raise SettingsError(problem)
+
+
 def _check_memory(plan: Plan) -> None:
     settings, hw, share = plan.settings, plan.hardware, plan.memory_share
     if settings.kv_cache_gb is not None:
@@ -248,6 +253,7 @@ def check_plan(plan: Plan) -> Plan:
     """Every check that needs no loaded engine; returns the plan with profile values fitted."""
     if plan.shape is not None:
         plan = Plan(_fit_model_len(plan.settings, plan.shape), plan.shape, plan.hardware)
+    _check_driver(plan.hardware)
     _check_parallel(plan.settings, plan.shape, plan.hardware)
     _check_device(plan)
     _check_memory(plan)

@@ -14,6 +14,7 @@ Checks against the model and the hardware belong to ``deploy.preflight``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -132,6 +133,19 @@ class Settings(AccessSettings):
         ge=0,
         le=100,
         description="Tries to build a new engine after it died; all failed: the process exits.",
+    )
+
+    # --- console -----------------------------------------------------------------
+    log_level: Literal["info", "debug"] = Field(
+        "info",
+        description="info: the app's lines and every warning on the console; "
+        "debug: vLLM's and Chainlit's progress too. The log file gets everything.",
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text", description="json: one JSON object a line, for log collectors."
+    )
+    log_file: Path = Field(
+        Path("logs/ernie-chat.log"), description="Every line of every logger (the console's too)."
     )
 
     # --- replies -----------------------------------------------------------------

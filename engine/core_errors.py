@@ -29,7 +29,8 @@ class CoreErrorLog:
 
     Spawned engine processes read ``VLLM_LOGGING_CONFIG_PATH`` when they import vLLM
     (vLLM's own logging config plus a file handler); forked ones inherit the handler
-    added here. An operator's own ``VLLM_LOGGING_CONFIG_PATH`` is left alone.
+    added here. A ``VLLM_LOGGING_CONFIG_PATH`` already set (the console's, or an
+    operator's) is extended with the file, not replaced.
     """
 
     def __init__(self, folder: Path) -> None:
@@ -38,27 +39,28 @@ class CoreErrorLog:
         self._config = folder / "vllm-logging.json"
         self._handler: logging.Handler | None = None
         self._env_set = False
+        self._previous: str | None = None
 
     def __enter__(self) -> CoreErrorLog:
-        if os.environ.get("VLLM_LOGGING_CONFIG_PATH"):
-            return self
         from vllm import envs
         from vllm.logger import DEFAULT_LOGGING_CONFIG
 
         if not envs.VLLM_CONFIGURE_LOGGING:
             return self
-        config: dict[str, Any] = copy.deepcopy(DEFAULT_LOGGING_CONFIG)
-        config["formatters"]["errors_only"] = {"format": "%(message)s"}
-        config["handlers"]["errors_file"] = {
+        self._previous = os.environ.get("VLLM_LOGGING_CONFIG_PATH")
+        if self._previous:  # the console's (deploy.console) or an operator's: extended
+            config = json.loads(Path(self._previous).read_text(encoding="utf-8"))
+        else:
+            config = copy.deepcopy(DEFAULT_LOGGING_CONFIG)
+        config.setdefault("formatters", {})["errors_only"] = {"format": "%(message)s"}
+        config.setdefault("handlers", {})["errors_file"] = {
             "class": "logging.FileHandler",
             "filename": str(self.path),
             "level": "ERROR",
             "formatter": "errors_only",
         }
-        config["loggers"]["vllm"]["handlers"] = [
-            *config["loggers"]["vllm"]["handlers"],
-            "errors_file",
-        ]
+        vllm = config.setdefault("loggers", {}).setdefault("vllm", {})
+        vllm["handlers"] = [*vllm.get("handlers", []), "errors_file"]
         self._config.write_text(json.dumps(config), encoding="utf-8")
         os.environ["VLLM_LOGGING_CONFIG_PATH"] = str(self._config)
         self._env_set = True
@@ -71,7 +73,10 @@ class CoreErrorLog:
     def __exit__(self, *exc_info: object) -> None:
         """Stop handing the config to new processes (running ones keep writing)."""
         if self._env_set:
-            os.environ.pop("VLLM_LOGGING_CONFIG_PATH", None)
+            if self._previous:
+                os.environ["VLLM_LOGGING_CONFIG_PATH"] = self._previous
+            else:
+                os.environ.pop("VLLM_LOGGING_CONFIG_PATH", None)
             self._env_set = False
 
     def close(self) -> None:

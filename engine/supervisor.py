@@ -31,6 +31,7 @@ from deploy.preflight import Plan
 from deploy.settings import env_name
 
 from .backend import Backend, BackendStartError, Report, open_backend
+from .download import Download, DownloadError, fetch_model
 from .errors import (
     EngineError,
     EngineFailedError,
@@ -67,6 +68,7 @@ class EngineStatus:
     state: EngineState
     elapsed_s: float  # since start() (or the restart) while loading; load time once ready
     reason: str | None = None  # one line, when restarting or failed
+    download: Download | None = None  # while the model's files are being fetched
 
 
 class Supervisor:
@@ -84,11 +86,14 @@ class Supervisor:
         self._tasks: dict[str, asyncio.Task[None]] = {}  # load or rebuild; watchdog
         self._backend: Backend | None = None
         self._model: ModelInfo | None = None
+        self.download = Download()
 
     # --- what callers read ------------------------------------------------------------
     def status(self) -> EngineStatus:
         if self._state in (EngineState.LOADING, EngineState.RESTARTING):
-            return EngineStatus(self._state, time.monotonic() - self._started_at, self._reason)
+            download = self.download if self.download.active else None
+            elapsed = time.monotonic() - self._started_at
+            return EngineStatus(self._state, elapsed, self._reason, download)
         return EngineStatus(self._state, self._load_s, self._reason)
 
     @property
@@ -179,6 +184,7 @@ class Supervisor:
 
     async def _load(self) -> None:
         try:
+            await asyncio.to_thread(fetch_model, self.settings, self.download)
             self._model = await asyncio.to_thread(load_model_info, self.settings)
             await self._open()
         except asyncio.CancelledError:
@@ -200,7 +206,7 @@ class Supervisor:
 
     def _reason_for(self, exc: Exception) -> str:
         """One line for a failed start: the backend's own, or translated (the hub, say)."""
-        if isinstance(exc, BackendStartError):
+        if isinstance(exc, (BackendStartError, DownloadError)):
             return str(exc)
         return describe_failure(exc, self.settings, share=self.plan.memory_share)
 

@@ -7,12 +7,14 @@ bash scripts/setup.sh test
 # The browser tests: Debian's Chromium (Playwright cannot download one here), with fonts
 # for Chinese and emoji so screenshots show text, not boxes. The history tests: Debian's
 # PostgreSQL server (the tests start their own). The workers' tests: Debian's HAProxy.
+# The image test: buildah, podman and mmdebstrap (no Docker engine, no registry here).
 if ! command -v chromium >/dev/null 2>&1 || ! fc-list | grep -qi "Noto Sans CJK" \
     || ! fc-list | grep -qi "Noto Color Emoji" || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
-    || [[ ! -x /usr/sbin/haproxy ]]; then
+    || [[ ! -x /usr/sbin/haproxy ]] || ! command -v buildah >/dev/null 2>&1 \
+    || ! command -v podman >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk \
-    fonts-noto-color-emoji postgresql haproxy >/dev/null
+    fonts-noto-color-emoji postgresql haproxy buildah podman mmdebstrap >/dev/null
 fi
 .venv/bin/ruff check deploy engine chat serve testing bench tests scripts app.py
 .venv/bin/ruff format --check deploy engine chat serve testing bench tests scripts app.py

@@ -11,6 +11,10 @@ import argparse
 import logging
 import sys
 
+from .web import configure_logging
+
+logger = logging.getLogger("serve")
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m serve", description=__doc__.split("\n")[0])
@@ -24,13 +28,20 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s - %(name)s - %(message)s")
     from deploy.loading import load_settings
-    from deploy.preflight import preflight
     from deploy.settings import SettingsError
 
     try:
-        plan = preflight(load_settings())
+        settings = load_settings()
+        log_file = configure_logging(settings)  # before vLLM is imported
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    logger.info("starting on http://%s:%d; the full log: %s", args.host, args.port, log_file)
+    from deploy.preflight import preflight
+
+    try:
+        plan = preflight(settings)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -40,7 +40,7 @@ from engine.core_errors import exit_reason
 from engine.shared_core import SharedCore, join, launch_shared_core
 
 from .proxy import Forwarding, Proxy
-from .web import serve_app
+from .web import configure_logging, serve_app
 
 __all__ = ["WORKER_TITLE", "Group"]
 
@@ -66,6 +66,7 @@ def _ended(process: BaseProcess) -> str:
 def run_worker(plan: Plan, core: SharedCore | None, index: int, port: int, folder: Path) -> None:
     """A worker's process: front end ``index`` of the group, serving on ``port``."""
     setproctitle(f"{WORKER_TITLE} {index}")  # what ps and top show
+    configure_logging(plan.settings)
     join(plan, core, index, folder)
     serve_app("127.0.0.1", port)
 

@@ -11,11 +11,13 @@ Usage::
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
 import uvicorn
+
+from deploy import console
+from deploy.settings import Settings
 
 __all__ = ["APP", "serve_app"]
 
@@ -38,9 +40,13 @@ def _load_chainlit_app() -> object:
     return app
 
 
+def configure_logging(settings: Settings) -> Path:
+    """This process's console and log file (``deploy.console``); the file's path."""
+    return console.configure(settings.log_level, settings.log_format, settings.log_file)
+
+
 def serve_app(host: str, port: int) -> None:
     """Serve the chat app on ``host:port`` until SIGINT or SIGTERM."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s - %(name)s - %(message)s")
     os.chdir(APP.parent)  # Chainlit reads .chainlit/ and chainlit.md from here
     app = _load_chainlit_app()
     deflate = os.environ.get(DEFLATE, "false").lower() in {"1", "true", "yes"}

@@ -14,7 +14,9 @@ from typing import Any
 
 from playwright.async_api import Browser, Locator, Page, WebSocket, expect
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "STATS_LINE", "Chat"]
+from .servers import ROOT
+
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "STATS_LINE", "Chat", "screenshot_path"]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -25,8 +27,14 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 STATS_LINE = "tokens · first token"
+ARTIFACTS = ROOT / "artifacts"  # the browser tests' screenshots
 ASSISTANT = '[data-step-type="assistant_message"]'
 USER = '[data-step-type="user_message"]'
+
+
+def screenshot_path(name: str) -> str:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return str(ARTIFACTS / name)
 
 
 @dataclass

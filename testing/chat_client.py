@@ -24,7 +24,7 @@ import socketio
 
 from .polling import until
 
-__all__ = ["ChatClient", "Reply", "wait_ready"]
+__all__ = ["ChatClient", "Reply", "listed_chats", "sign_in", "wait_ready"]
 
 START_TIMEOUT_S = 60  # from connecting to the chat's start handler's end
 # Chainlit acknowledges a connection with a task_end, then runs the app's chat start
@@ -231,3 +231,18 @@ async def wait_ready(url: str, timeout_s: float) -> dict[str, Any]:
                     raise RuntimeError(f"engine failed: {body.get('reason')}")
             await asyncio.sleep(0.5)
     raise TimeoutError(f"{url} not ready after {timeout_s} s")
+
+
+def sign_in(url: str, name: str, password: str) -> dict[str, str]:
+    """The session cookie of a password sign-in, as headers for the next requests."""
+    response = httpx.post(f"{url}/login", data={"username": name, "password": password})
+    assert response.status_code == 200, response.text
+    return {"Cookie": "; ".join(f"{k}={v}" for k, v in response.cookies.items())}
+
+
+def listed_chats(url: str, cookie: dict[str, str]) -> list[str]:
+    """The ids of the chats the sidebar lists for the signed-in user."""
+    body = {"pagination": {"first": 20}, "filter": {}}
+    response = httpx.post(f"{url}/project/threads", json=body, headers=cookie, timeout=10)
+    assert response.status_code == 200, response.text
+    return [thread["id"] for thread in response.json()["data"]]

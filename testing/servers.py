@@ -129,7 +129,8 @@ class AppServer(Server):
         command += ["--host", "127.0.0.1", "--port", "{port}"]
         if nice:
             command = ["nice", "-n", str(nice), *command]
-        with cls.started(command, clean_environ(**env), log) as server:
+        full_log = {"ERNIE_LOG_FILE": str(log.with_name(f"{log.stem}-full.log"))}  # beside ``log``
+        with cls.started(command, clean_environ(**{**full_log, **env}), log) as server:
             yield server
 
     def readyz(self) -> tuple[int, dict[str, Any]]:

@@ -11,26 +11,24 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import Browser, expect
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from deploy.system_prompts import resolve_system_prompt
 from engine.prompt import PromptBuilder
-from testing.browser import CHROMIUM, CHROMIUM_ARGS, STATS_LINE, Chat
+from testing.browser import STATS_LINE, Chat, screenshot_path
 from testing.chat_client import ChatClient
 from testing.demo import DEMO_APP_ENV
 from testing.engines import DemoApp
 from testing.polling import until
-from testing.servers import ROOT, AppServer
+from testing.servers import AppServer
 
 pytestmark = pytest.mark.engine
 
-ARTIFACTS = ROOT / "artifacts"
 MAX_TOKENS = int(DEMO_APP_ENV["ERNIE_MAX_TOKENS"])
 INTERVAL_MS = int(DEMO_APP_ENV["ERNIE_STREAM_INTERVAL_MS"])
 
@@ -38,19 +36,6 @@ INTERVAL_MS = int(DEMO_APP_ENV["ERNIE_STREAM_INTERVAL_MS"])
 @pytest.fixture(scope="module")
 def app_server(demo_app: DemoApp) -> AppServer:
     return demo_app.server
-
-
-@pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        chromium = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        await chromium.close()
-
-
-def screenshot_path(name: str) -> str:
-    ARTIFACTS.mkdir(exist_ok=True)
-    return str(ARTIFACTS / name)
 
 
 def stats_of(text: str) -> dict[str, float]:

@@ -34,8 +34,9 @@ from chat.data_layer import HistoryIdError, SafeDataLayer, checked_id
 from chat.schema import create_schema
 from deploy.database import database_url
 from deploy.users import add_user
+from testing import chat_client
 from testing.browser import STATS_LINE
-from testing.chat_client import ChatClient, Reply, wait_ready
+from testing.chat_client import ChatClient, Reply, listed_chats, wait_ready
 from testing.servers import AppServer, Server, free_port
 
 PASSWORD = "history-pass-1"
@@ -255,17 +256,7 @@ def app_on(remote: Remote, folder: Path, history_url: str) -> Iterator[AppServer
 
 
 def sign_in(url: str, name: str) -> dict[str, str]:
-    response = httpx.post(f"{url}/login", data={"username": name, "password": PASSWORD})
-    assert response.status_code == 200, response.text
-    return {"Cookie": "; ".join(f"{k}={v}" for k, v in response.cookies.items())}
-
-
-def thread_ids(url: str, cookie: dict[str, str]) -> list[str]:
-    """The chats the sidebar lists for this user."""
-    body = {"pagination": {"first": 20}, "filter": {}}
-    response = httpx.post(f"{url}/project/threads", json=body, headers=cookie, timeout=10)
-    assert response.status_code == 200, response.text
-    return [thread["id"] for thread in response.json()["data"]]
+    return chat_client.sign_in(url, name, PASSWORD)
 
 
 def prompt_tokens(reply: Reply) -> int:
@@ -307,7 +298,7 @@ async def chat_survives_a_restart(remote: Remote, folder: Path, history_url: str
     with app_on(remote, folder, history_url) as app:  # a new process, the same database
         await wait_ready(app.url, 300)
         alice = sign_in(app.url, "alice")
-        assert thread_id in thread_ids(app.url, alice)
+        assert thread_id in listed_chats(app.url, alice)
         async with ChatClient.connect(app.url, headers=alice, thread_id=thread_id) as chat:
             resumed = chat.resumed_thread
             assert resumed is not None, "the app did not resume the chat"
@@ -320,7 +311,7 @@ async def chat_survives_a_restart(remote: Remote, folder: Path, history_url: str
         assert fresh_prompt + len(FIRST) < prompt_tokens(second) < fresh_prompt + FORGED_CHARS
 
         bob = sign_in(app.url, "bob")
-        assert thread_id not in thread_ids(app.url, bob)
+        assert thread_id not in listed_chats(app.url, bob)
         with pytest.raises(socketio.exceptions.ConnectionError):
             async with ChatClient.connect(app.url, headers=bob, thread_id=thread_id):
                 pass

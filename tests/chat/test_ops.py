@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -42,6 +43,20 @@ def test_readyz_is_503_while_loading_then_200_with_the_capacity(demo_app: DemoAp
     assert capacity["kv_cache_tokens"] == capacity["kv_cache_blocks"] * capacity["block_size"]
     assert capacity["settings"]["kv_cache_gb"] == {"value": 0.5, "from": "environment"}
     assert httpx.get(f"{server.url}/healthz").status_code == 200
+
+
+def test_the_console_up_to_ready_fits_on_one_screen(demo_app: DemoApp) -> None:
+    """The app's own lines; vLLM's and Chainlit's progress goes to the full log."""
+    server = demo_app.server
+    server.wait("/readyz", 300)
+    console = server.log.read_text(errors="replace").splitlines()
+    up_to_ready = console[: next(i for i, line in enumerate(console) if "engine ready" in line) + 1]
+    assert len(up_to_ready) <= 25, "\n".join(up_to_ready)
+    assert "capacity: decided by:" in "\n".join(up_to_ready)
+    full_log = Path(up_to_ready[0].rsplit("the full log: ", 1)[1])
+    everything = full_log.read_text(errors="replace")
+    assert "Initializing a V1 LLM engine" in everything  # vLLM's INFO, only in the file
+    assert "Initializing a V1 LLM engine" not in server.log.read_text(errors="replace")
 
 
 def test_metrics_parse_and_count_a_chat(server: AppServer) -> None:

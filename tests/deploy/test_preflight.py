@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from deploy.failures import describe_failure
-from deploy.hardware import Gpu, Hardware
+from deploy.hardware import Gpu, Hardware, driver_problem
 from deploy.model_files import ModelShape
 from deploy.preflight import Plan, check_plan
 from deploy.settings import SettingsError
@@ -224,6 +224,25 @@ def test_bfloat16_is_refused_on_a_gpu_without_it() -> None:
     hardware = Hardware("gpu", (old,), 64 * GiB, 60 * GiB, ("float16", "float32"))
     with pytest.raises(SettingsError, match="ERNIE_DTYPE='auto': bfloat16 does not run"):
         check_plan(Plan(hermetic_settings(), ERNIE_03B, hardware))
+
+
+def test_an_nvidia_driver_too_old_for_the_lock_stops_the_start_in_one_line() -> None:
+    """The GPU lock's torch is built for CUDA 13: a 550 driver would fail inside torch."""
+    gpu = Gpu("NVIDIA H200", total_bytes=140 * GiB, free_bytes=139 * GiB, capability=(9, 0))
+    dtypes = ("bfloat16", "float16")
+    old = Hardware("gpu", (gpu,), 256 * GiB, 200 * GiB, dtypes, "550.54.15", "13.0")
+    with pytest.raises(SettingsError) as info:
+        check_plan(Plan(hermetic_settings(), ERNIE_03B, old))
+    message = str(info.value)
+    assert "\n" not in message
+    assert "NVIDIA driver 550.54.15 is too old" in message
+    assert "needs driver 580 or later" in message and "TARGET=cpu" in message
+    assert "ERNIE_ENGINE=remote" in message
+    new = Hardware("gpu", (gpu,), 256 * GiB, 200 * GiB, dtypes, "580.159.04", "13.0")
+    assert check_plan(Plan(hermetic_settings(), ERNIE_03B, new)).hardware.driver == "580.159.04"
+    assert driver_problem("535.104.05", "12.8") is None  # a CUDA 12 build on a 535 driver
+    assert driver_problem("470.82.01", "12.1") is not None
+    assert driver_problem(None, None) is None  # the CPU: nothing to check
 
 
 # --- engine errors, as vLLM words them ---------------------------------------------------

@@ -109,7 +109,7 @@ def test_the_image_gets_the_app_and_no_local_state_or_secrets() -> None:
     needed = [
         p
         for p in tracked
-        if p.startswith(("chat/", "deploy/", "engine/", "prompts/", "requirements/"))
+        if p.startswith(("chat/", "deploy/", "engine/", "serve/", "prompts/", "requirements/"))
         or p in ("app.py", "chainlit.md", "chainlit_zh-CN.md", "requirements.txt")
         or p in ("scripts/setup.sh", "scripts/start.sh", ".chainlit/config.toml")
         or p.startswith(".chainlit/translations/")

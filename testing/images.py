@@ -1,0 +1,178 @@
+"""Container images built and run without a Docker engine: buildah with chroot isolation.
+
+No registry serves base images on the test machines, and podman cannot set rlimits in
+their sandbox, so: a Debian base bootstrapped from Debian's packages (``mmdebstrap``, whose
+Python 3.11 is the image's), ``buildah build --isolation chroot`` from the repository's
+own Dockerfile, and ``buildah run --isolation chroot`` with the image's own user and
+command. A container shares the host's network: its port answers on 127.0.0.1.
+
+Usage::
+
+    image = build_image("localhost/ernie-chat:test", folder, TARGET="cpu")
+    with Container.run(image, {"/data": data}, env, log) as box:
+        box.process                      # the ``buildah run`` process; the app below it
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from .servers import ROOT
+
+__all__ = ["BASE", "Container", "bootstrap_base", "build_image", "image_config", "pip_settings"]
+
+BASE = "localhost/ernie-base:bookworm-dev"
+RUN = ["buildah", "run", "--isolation", "chroot"]
+
+
+def _run(*args: str, timeout_s: float = 900) -> str:
+    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, check=False)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(args[:3])} failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def bootstrap_base(folder: Path) -> str:
+    """A minimal Debian 12 with Python 3.11, venv and its headers (torch's Inductor compiles
+    C++ against Python.h on the CPU too), imported as ``BASE`` (~1 min)."""
+    if subprocess.run(["podman", "image", "exists", BASE], check=False).returncode == 0:
+        return BASE
+    tar = folder / "base.tar"
+    _run("mmdebstrap", "--quiet", "--variant=minbase", "--include=python3,python3-venv,python3-dev",
+         "bookworm", str(tar))  # fmt: skip
+    _run("podman", "import", "--quiet", str(tar), BASE)
+    tar.unlink()
+    return BASE
+
+
+def pip_settings(folder: Path) -> tuple[list[str], dict[str, str]]:
+    """This machine's pip settings for a build (``--volume`` arguments, build arguments):
+    its CA bundle, local wheels and extra indexes, as a build behind a company proxy needs."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    values = dict(
+        (key.split(".", 1)[1], value.strip("'"))
+        for key, _, value in (line.partition("=") for line in listed.splitlines())
+        if key.startswith("global.")
+    )
+    conf = folder / "pip.conf"
+    kept = {k: v for k, v in values.items() if k in ("cert", "find-links")}
+    conf.write_text("[global]\n" + "".join(f"{k} = {v}\n" for k, v in kept.items()))
+    paths = {Path(v) for k, v in kept.items()} | {
+        Path(url.removeprefix("file://")).parent
+        for url in values.get("extra-index-url", "").split()
+        if url.startswith("file://")
+    }
+    volumes = [f"--volume={conf}:/etc/pip.conf:ro"]
+    volumes += [f"--volume={p}:{p}:ro" for p in sorted(paths) if p.exists()]
+    args = {"PIP_EXTRA_INDEX_URL": values["extra-index-url"]} if "extra-index-url" in values else {}
+    return volumes, args
+
+
+def build_image(tag: str, folder: Path, **build_args: str) -> str:
+    """``tag`` built from the repository's Dockerfile on the bootstrapped base."""
+    volumes, pip_args = pip_settings(folder)
+    args = {"BASE": bootstrap_base(folder), **pip_args, **build_args}
+    flags = [f"--build-arg={k}={v}" for k, v in args.items()]
+    _run("buildah", "build", "--isolation", "chroot", "--format", "docker", *volumes, *flags,
+         "-t", tag, str(ROOT), timeout_s=1800)  # fmt: skip
+    return tag
+
+
+def image_config(image: str) -> dict[str, Any]:
+    """The image's Docker configuration: User, Cmd, Env, Healthcheck, ..."""
+    inspected = json.loads(_run("buildah", "inspect", "--type", "image", image))
+    return dict(inspected["Docker"]["config"])
+
+
+@dataclass
+class Container:
+    """A working container of an image, and the process running its command."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+
+    @classmethod
+    @contextlib.contextmanager
+    def run(
+        cls,
+        image: str,
+        mounts: Mapping[str, Path],
+        env: Mapping[str, str],
+        log: Path,
+        command: Sequence[str] | None = None,
+    ) -> Iterator[Container]:
+        """Start ``command`` (default: the image's own) as the image's user; removed after."""
+        config = image_config(image)
+        name = f"ernie-test-{uuid.uuid4().hex[:8]}"
+        _run("buildah", "from", "--name", name, image)
+        flags = [f"--volume={host}:{inside}" for inside, host in mounts.items()]
+        flags += [f"--env={k}={v}" for k, v in env.items()]
+        argv = [*RUN, "--user", config["User"], *flags, name, "--", *(command or config["Cmd"])]
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        box = cls(name, process)
+        try:
+            yield box
+        finally:
+            box.stop(grace_s=10)
+            _run("buildah", "rm", name)
+
+    def exec(self, *command: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run ``command`` in the container beside its process (as ``docker exec``)."""
+        user_flag = ["--user", user or image_user(self.name)]
+        return subprocess.run(
+            [*RUN, *user_flag, self.name, "--", *command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    def stop(self, grace_s: float) -> int | None:
+        """What ``docker stop`` does: SIGTERM to the container's command (``buildah run``
+        would SIGKILL it), then its exit code within ``grace_s``, else None (killed)."""
+        if self.process.poll() is not None:
+            return self.process.returncode
+        command = self.command_process()
+        if command is not None:
+            command.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            return None
+
+    def process_tree(self) -> list[psutil.Process]:
+        """Every process of the container now (the app, vLLM's engine core, ...)."""
+        return psutil.Process(self.process.pid).children(recursive=True)
+
+    def command_process(self) -> psutil.Process | None:
+        """The container's first process (its PID 1 under Docker): the first one below
+        ``buildah run`` that is not buildah's own helper."""
+        for child in psutil.Process(self.process.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if not child.name().startswith(("memfd:buildah", "buildah")):
+                    return child
+        return None
+
+
+def image_user(container: str) -> str:
+    inspected = json.loads(_run("buildah", "inspect", "--type", "container", container))
+    return str(inspected["Docker"]["config"]["User"])
