@@ -122,6 +122,6 @@ def configure(level: str, fmt: str, log_file: Path) -> Path:
         config = log_file.with_name(log_file.stem + "-vllm-logging.json")
         config.write_text(json.dumps(vllm_config(level, fmt, log_file)), encoding="utf-8")
         os.environ["VLLM_LOGGING_CONFIG_PATH"] = str(config)
-    if level != "debug":  # vLLM's progress bars (loading shards, CUDA graphs)
+    if level != "debug":  # bars that honour it; vLLM forces its shard-loading bar on
         os.environ.setdefault("TQDM_DISABLE", "1")
     return log_file

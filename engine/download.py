@@ -102,7 +102,7 @@ def fetch_model(settings: Settings, download: Download) -> None:
     model = settings.model
     if Path(model).expanduser().exists() or os.environ.get("VLLM_USE_MODELSCOPE"):
         return
-    download.active = True
+    download.active, download.started_at = True, time.monotonic()  # the rate from here
     try:
         snapshot_download(
             model,
