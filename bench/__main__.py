@@ -3,13 +3,15 @@
 Usage::
 
     python -m bench [--concurrency 1 16 64 256] [--reply-tokens 256]
-                    [--paths engine app http [chainlit workers remote]] [--workers 4]
+                    [--paths engine app http [chainlit workers engines remote]]
+                    [--workers 4] [--engines 2] [--engine-workers 2]
                     [--replicas 1] [--api-servers 1] [--vllm-url URL] [--out artifacts/bench]
 
 The model and engine settings are the app's (``ERNIE_*``, ``.env``). Prints a table and
 the ratios, and writes ``bench.json`` and ``bench.png`` into ``--out``. The paths named
 only on request: ``chainlit`` (the app under ``chainlit run``, the developers' command),
-``workers`` (``ERNIE_WORKERS=--workers`` behind HAProxy), ``remote`` (``--replicas`` apps
+``workers`` (``ERNIE_WORKERS=--workers`` behind HAProxy), ``engines`` (``ERNIE_ENGINES=
+--engines`` cores with ``--engine-workers`` workers each), ``remote`` (``--replicas`` apps
 with ``ERNIE_ENGINE=remote`` on one ``vllm serve --api-server-count --api-servers``).
 CPU is counted for every serving process: the app's tree, the group's, vLLM's server.
 """
@@ -42,7 +44,7 @@ from .paths import (
 )
 from .report import comparisons, table, write_chart, write_json
 
-PATHS = ("engine", "app", "http", "chainlit", "workers", "remote")  # the last 3 by name
+PATHS = ("engine", "app", "http", "chainlit", "workers", "engines", "remote")  # 4 by name
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--reply-tokens", type=int, default=256)
     parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS[:3]))
     parser.add_argument("--workers", type=int, default=4, help="the workers path's group")
+    parser.add_argument("--engines", type=int, default=2, help="the engines path's cores")
+    parser.add_argument(
+        "--engine-workers", type=int, default=2, help="the engines path's workers per core"
+    )
     parser.add_argument(
         "--replicas", type=int, default=1, help="app processes on the remote path's server"
     )
@@ -95,6 +101,10 @@ async def _run(plan: Plan, args: argparse.Namespace) -> tuple[list[LoadResult], 
                     burst, measured = await app_path(
                         loads, tokens, out, path=path, ERNIE_WORKERS=workers
                     )
+                elif path == "engines":
+                    group = {"ERNIE_ENGINES": str(args.engines)}
+                    group["ERNIE_WORKERS"] = str(args.engine_workers)
+                    burst, measured = await app_path(loads, tokens, out, path=path, **group)
                 elif path == "http":
                     burst, measured = await http_path(await vllm(), plan, loads, tokens, out)
                 else:
@@ -111,7 +121,7 @@ async def _run(plan: Plan, args: argparse.Namespace) -> tuple[list[LoadResult], 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        plan = preflight(load_settings())
+        plan = preflight(load_settings()).alone()  # the engine path: one core in-process
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

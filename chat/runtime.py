@@ -31,7 +31,7 @@ from .compat import drop_blocking_sleep, guard_module_getattr
 from .conversation import Seal
 from .limits import UserLimits
 from .sessions import ChatCount, OpenChats
-from .shared_limits import SharedChatCount, SharedUserLimits
+from .shared_limits import LIMITS_FILE, SharedChatCount, SharedUserLimits
 
 __all__ = ["Runtime", "configure", "runtime"]
 
@@ -73,8 +73,8 @@ def _limits(settings: Settings) -> tuple[UserLimits | SharedUserLimits, OpenChat
     group = joined()
     if group is None:
         return UserLimits(**values), ChatCount()
-    shared = group.folder / "limits.db"
-    return SharedUserLimits(shared, **values), SharedChatCount(shared)
+    shared, worker = group.folder / LIMITS_FILE, group.worker
+    return SharedUserLimits(shared, worker=worker, **values), SharedChatCount(shared, worker=worker)
 
 
 _current: Runtime | None = None

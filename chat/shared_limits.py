@@ -2,16 +2,18 @@
 
 A browser stays on its worker, but one user (two browsers, a script) or one address can
 reach several: counted in each worker alone, every limit would be N times too wide. The
-workers count in one SQLite file in the group's folder instead (the launcher makes a new
-folder for each start of the group, so counts of dead workers never linger). Each check is
-one short ``BEGIN IMMEDIATE`` transaction (a fraction of a millisecond on a local disk).
+workers count in one SQLite file in the group's folder instead, each count kept under
+the worker that holds it: the launcher forgets a worker's counts when it starts it again
+(``forget``), so counts of dead workers never linger. Each check is one short ``BEGIN
+IMMEDIATE`` transaction (a fraction of a millisecond on a local disk).
 
 Usage::
 
-    limits = SharedUserLimits(path, max_replies=2, per_minute=20, max_total=512)  # as UserLimits
-    chats = SharedChatCount(path)
+    limits = SharedUserLimits(path, worker=3, max_replies=2, per_minute=20, max_total=512)
+    chats = SharedChatCount(path, worker=3)
     chats.open(address, most=50)  # False: the address holds ``most`` chats already
     chats.close(address)
+    forget(path, workers=[2, 3])  # in the launcher, before it starts workers 2 and 3 again
 """
 
 from __future__ import annotations
@@ -23,22 +25,33 @@ from pathlib import Path
 
 from .limits import WINDOW_S, LimitExceededError
 
-__all__ = ["SharedChatCount", "SharedUserLimits"]
+__all__ = ["LIMITS_FILE", "SharedChatCount", "SharedUserLimits", "forget"]
+
+LIMITS_FILE = "limits.db"  # in the group's folder
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sent (user TEXT NOT NULL, at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS sent_by_user ON sent (user, at);
-CREATE TABLE IF NOT EXISTS replying (user TEXT PRIMARY KEY, n INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS chats (address TEXT PRIMARY KEY, n INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS replying (
+  user TEXT NOT NULL, worker INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (user, worker)
+);
+CREATE TABLE IF NOT EXISTS chats (
+  address TEXT NOT NULL, worker INTEGER NOT NULL, n INTEGER NOT NULL,
+  PRIMARY KEY (address, worker)
+);
 """
 
 
 class _Store:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, worker: int) -> None:
+        self.worker = worker
         # autocommit mode: each ``transaction()`` is one explicit BEGIN IMMEDIATE ... COMMIT
         self._db = sqlite3.connect(path, timeout=10, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -59,8 +72,10 @@ class _Store:
 class SharedUserLimits:
     """``chat.limits.UserLimits`` over every worker of the group."""
 
-    def __init__(self, path: Path, *, max_replies: int, per_minute: int, max_total: int) -> None:
-        self._store = _Store(path)
+    def __init__(
+        self, path: Path, *, worker: int, max_replies: int, per_minute: int, max_total: int
+    ) -> None:
+        self._store = _Store(path, worker)
         self._max_replies = max_replies
         self._per_minute = per_minute
         self._max_total = max_total
@@ -77,43 +92,57 @@ class SharedUserLimits:
                 wait = oldest + WINDOW_S - now
                 raise LimitExceededError("per_minute", self._per_minute, retry_after_s=wait)
             db.execute("INSERT INTO sent (user, at) VALUES (?, ?)", (user, now))
-            if store.total("SELECT n FROM replying WHERE user = ?", user) >= self._max_replies:
+            if store.total("SELECT SUM(n) FROM replying WHERE user = ?", user) >= self._max_replies:
                 raise LimitExceededError("replies", self._max_replies, retry_after_s=None)
             if store.total("SELECT SUM(n) FROM replying") >= self._max_total:
                 raise LimitExceededError("busy", self._max_total, retry_after_s=None)
             db.execute(
-                "INSERT INTO replying (user, n) VALUES (?, 1) "
-                "ON CONFLICT (user) DO UPDATE SET n = n + 1",
-                (user,),
+                "INSERT INTO replying (user, worker, n) VALUES (?, ?, 1) "
+                "ON CONFLICT (user, worker) DO UPDATE SET n = n + 1",
+                (user, store.worker),
             )
 
     def done(self, user: str) -> None:
         """A reply admitted for ``user`` has ended (finished, stopped or failed)."""
         with self._store.transaction() as db:
-            db.execute("UPDATE replying SET n = n - 1 WHERE user = ?", (user,))
+            mine = (user, self._store.worker)
+            db.execute("UPDATE replying SET n = n - 1 WHERE user = ? AND worker = ?", mine)
             db.execute("DELETE FROM replying WHERE n <= 0")
 
 
 class SharedChatCount:
     """Chats open per client address over every worker (``chat.sessions``)."""
 
-    def __init__(self, path: Path) -> None:
-        self._store = _Store(path)
+    def __init__(self, path: Path, *, worker: int) -> None:
+        self._store = _Store(path, worker)
 
     def open(self, address: str, *, most: int) -> bool:
         """Count a chat of ``address``; False (not counted) if it holds ``most`` already."""
         store = self._store
         with store.transaction() as db:
-            if store.total("SELECT n FROM chats WHERE address = ?", address) >= most:
+            if store.total("SELECT SUM(n) FROM chats WHERE address = ?", address) >= most:
                 return False
             db.execute(
-                "INSERT INTO chats (address, n) VALUES (?, 1) "
-                "ON CONFLICT (address) DO UPDATE SET n = n + 1",
-                (address,),
+                "INSERT INTO chats (address, worker, n) VALUES (?, ?, 1) "
+                "ON CONFLICT (address, worker) DO UPDATE SET n = n + 1",
+                (address, store.worker),
             )
             return True
 
     def close(self, address: str) -> None:
         with self._store.transaction() as db:
-            db.execute("UPDATE chats SET n = n - 1 WHERE address = ?", (address,))
+            mine = (address, self._store.worker)
+            db.execute("UPDATE chats SET n = n - 1 WHERE address = ? AND worker = ?", mine)
             db.execute("DELETE FROM chats WHERE n <= 0")
+
+
+def forget(path: Path, workers: list[int]) -> None:
+    """Drop what ``workers`` counted: they ended, and start again with nothing running."""
+    store = _Store(path, -1)
+    marks = ",".join("?" * len(workers))
+    try:
+        with store.transaction() as db:
+            db.execute(f"DELETE FROM replying WHERE worker IN ({marks})", workers)
+            db.execute(f"DELETE FROM chats WHERE worker IN ({marks})", workers)
+    finally:
+        store.close()

@@ -33,6 +33,7 @@ DECIDING_SETTINGS = (
     "enable_prefix_caching",
     "enforce_eager",
     "workers",
+    "engines",
 )
 
 
@@ -53,6 +54,7 @@ class CapacityReport:
     typical_chat_tokens: int
     typical_chats: int  # chats of typical_chat_tokens at once (also bounded by max_num_seqs)
     settings: dict[str, dict[str, Any]]  # the settings that decided it: value and source
+    engines: int = 1  # engine cores, each with the KV cache and batch above (ERNIE_ENGINES)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,7 +76,22 @@ class CapacityReport:
             f"at once: {self.full_length_requests:.2f} requests of the full "
             f"{self.max_model_len:,} tokens; {self.typical_chats} chats of "
             f"{self.typical_chat_tokens:,} tokens (max_num_seqs {self.max_num_seqs})",
+            *self._engines_lines(),
             f"decided by: {decided}",
+        ]
+
+    def _engines_lines(self) -> list[str]:
+        """With several engine cores the figures above are each core's: the whole too."""
+        if self.engines == 1:
+            return []
+        kv_gib = (
+            "" if self.kv_cache_gib is None else f"{self.kv_cache_gib * self.engines:.2f} GiB, "
+        )
+        return [
+            f"engine cores: {self.engines}, each with the KV cache and batch above; in all "
+            f"{kv_gib}{self.kv_cache_tokens * self.engines:,} tokens, "
+            f"{self.typical_chats * self.engines} chats of {self.typical_chat_tokens:,} tokens "
+            f"(max_num_seqs {self.max_num_seqs * self.engines})"
         ]
 
 
@@ -135,6 +152,7 @@ def capacity_report(vllm_config: Any, plan: Plan) -> CapacityReport:
         "enforce_eager": vllm_config.model_config.enforce_eager,
         "enable_prefix_caching": cache.enable_prefix_caching,
         "workers": plan.workers,
+        "engines": plan.engines,
     }
     sources = plan.sources()
     decided = {
@@ -159,4 +177,5 @@ def capacity_report(vllm_config: Any, plan: Plan) -> CapacityReport:
         typical_chat_tokens=TYPICAL_CHAT_TOKENS,
         typical_chats=min(max_num_seqs, blocks // typical_blocks),
         settings=decided,
+        engines=plan.engines,
     )

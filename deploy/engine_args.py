@@ -14,8 +14,9 @@ __all__ = ["build_engine_args"]
 
 
 def build_engine_args(plan: Plan) -> AsyncEngineArgs:
-    """Engine arguments from the plan; unset values keep vLLM's defaults."""
-    settings, cpu = plan.settings, plan.hardware.cpu
+    """One engine core's arguments from the plan; unset values keep vLLM's defaults. With
+    ``ERNIE_ENGINES`` above 1 the core gets its share (``deploy.placement``)."""
+    settings, cpu, cores = plan.settings, plan.hardware.cpu, plan.placement
     eager = settings.enforce_eager
     args: dict[str, Any] = {
         "model": settings.model,
@@ -25,8 +26,8 @@ def build_engine_args(plan: Plan) -> AsyncEngineArgs:
         "max_model_len": settings.max_model_len,
         "tensor_parallel_size": settings.tensor_parallel_size,
         "pipeline_parallel_size": settings.pipeline_parallel_size,
-        "gpu_memory_utilization": plan.memory_share,
-        "max_num_seqs": settings.max_num_seqs,
+        "gpu_memory_utilization": cores.share(plan.memory_share),
+        "max_num_seqs": cores.max_num_seqs,
         "enforce_eager": eager if eager is not None else cpu,
         "load_format": settings.load_format,
     }
@@ -35,7 +36,7 @@ def build_engine_args(plan: Plan) -> AsyncEngineArgs:
         "enable_prefix_caching": settings.enable_prefix_caching,
         "kv_cache_memory_bytes": None
         if settings.kv_cache_gb is None
-        else int(settings.kv_cache_gb * GiB),
+        else int(settings.kv_cache_gb * GiB / cores.per_device),
     }
     args.update({k: v for k, v in optional.items() if v is not None})
     if not cpu:

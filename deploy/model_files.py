@@ -41,6 +41,7 @@ class ModelShape:
     num_hidden_layers: int
     head_dim: int
     dtype: str  # the checkpoint's own dtype
+    parameters: int | None = None  # a dense decoder's count from its config; None: unknown
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> ModelShape:
@@ -53,6 +54,7 @@ class ModelShape:
             num_hidden_layers=int(text["num_hidden_layers"]),
             head_dim=int(text.get("head_dim") or text["hidden_size"] // heads),
             dtype=str(text.get("torch_dtype") or text.get("dtype") or "bfloat16"),
+            parameters=dense_parameters(text),
         )
 
     def kv_bytes_per_token(self, dtype: str, tensor_parallel_size: int = 1) -> int:
@@ -64,6 +66,25 @@ class ModelShape:
             dtype=dtype,
             tensor_parallel_size=tensor_parallel_size,
         )
+
+
+def dense_parameters(text: dict[str, Any]) -> int | None:
+    """A dense decoder's parameters from its config (attention, gated MLP, embeddings;
+    norms and biases left out: under 1%); None for a mixture of experts or a config
+    without the sizes (the count would mislead)."""
+    if any("expert" in key for key in text):
+        return None
+    try:
+        hidden, layers = int(text["hidden_size"]), int(text["num_hidden_layers"])
+        inner, vocab = int(text["intermediate_size"]), int(text["vocab_size"])
+        heads = int(text["num_attention_heads"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    head_dim = int(text.get("head_dim") or hidden // heads)
+    kv_heads = int(text.get("num_key_value_heads") or heads)
+    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+    embeddings = vocab * hidden * (1 if text.get("tie_word_embeddings", False) else 2)
+    return layers * (attention + 3 * hidden * inner) + embeddings
 
 
 def refuse(field: str, value: Any, why: str, fix: str) -> SettingsError:

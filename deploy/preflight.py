@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .hardware import Hardware, driver_problem
 from .model_files import ModelShape, read_model_config, refuse
+from .placement import Placement, check_placement
 from .profiles import PROFILES
 from .settings import Settings, SettingsError, env_name
 from .sizing import (
@@ -68,12 +69,32 @@ class Plan:
         return PROFILES[self.settings.profile].gpu_memory_utilization
 
     @property
+    def engines(self) -> int:
+        """Engine cores (``ERNIE_ENGINES``; ``deploy.placement``); unset: 1, which two
+        cores on one H200 did not beat for the 0.3B model (docs/scaling.md)."""
+        return self.settings.engines or 1
+
+    def alone(self) -> Plan:
+        """This plan for an engine in the app's own process (``chainlit run``, or
+        ``python -m serve`` with one worker and one core): one core, one worker."""
+        if self.settings.engines == 1 and self.settings.workers == 1:
+            return self
+        settings = self.settings.with_values("one process", engines=1, workers=1)
+        return replace(self, settings=settings)
+
+    @property
+    def placement(self) -> Placement:
+        return Placement.of(self.settings, self.hardware, self.engines)
+
+    @property
     def workers(self) -> int:
-        """Web front ends (``ERNIE_WORKERS``): unset, 1 on the CPU (its engine is the
-        bottleneck) and one per 4 cores on a GPU, at most 4 (one engine core caps them)."""
+        """Web front ends per engine core (``ERNIE_WORKERS``): unset, 1 on the CPU (its
+        engine is the bottleneck) and on a GPU one per 4 CPU cores over the engine cores,
+        at most 4 (one engine core caps them)."""
         if self.settings.workers is not None:
             return self.settings.workers
-        return 1 if self.hardware.cpu else max(1, min(4, (os.cpu_count() or 1) // 4))
+        cpus = (os.cpu_count() or 1) // self.engines
+        return 1 if self.hardware.cpu else max(1, min(4, cpus // 4))
 
     def sources(self) -> dict[str, str]:
         """Where each value came from, with unset ones credited to whoever picks them."""
@@ -88,6 +109,8 @@ class Plan:
                 sources[name] = (
                     "CPU backend default" if self.hardware.cpu else f"{os.cpu_count()} CPU cores"
                 )
+            elif name == "engines":
+                sources[name] = "default: one core measured fastest (docs/scaling.md)"
             elif name == "gpu_memory_utilization":
                 sources[name] = (
                     "CPU backend default" if self.hardware.cpu else f"profile {settings.profile}"
@@ -257,6 +280,7 @@ def check_plan(plan: Plan) -> Plan:
     _check_parallel(plan.settings, plan.shape, plan.hardware)
     _check_device(plan)
     _check_memory(plan)
+    check_placement(plan)
     return plan
 
 

@@ -80,8 +80,16 @@ class Settings(AccessSettings):
         None,
         ge=1,
         le=64,
-        description="Web front-end processes on one engine, behind one port (HAProxy); "
-        "unset: 1 on the CPU, on a GPU one per 4 CPU cores, at most 4.",
+        description="Web front-end processes per engine core, behind one port (HAProxy); "
+        "unset: 1 on the CPU, on a GPU one per 4 CPU cores over the cores, at most 4.",
+    )
+    engines: int | None = Field(
+        None,
+        ge=1,
+        le=16,
+        description="Engine cores on the machine's GPUs, each with its share of the memory "
+        "and its own workers, behind the same port; unset: 1 (2 on one H200 measured "
+        "slower for the 0.3B model: docs/scaling.md).",
     )
     profile: ProfileName = Field(
         DEFAULT_PROFILE,

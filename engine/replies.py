@@ -62,8 +62,9 @@ class ChatEngine(Supervisor):
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ChatEngine:
-        """Check the settings against the model and the machine (SettingsError if wrong)."""
-        return cls(preflight(settings))
+        """Check the settings against the model and the machine (SettingsError if wrong);
+        the engine runs in this process: one core."""
+        return cls(preflight(settings).alone())
 
     @classmethod
     def shared(cls) -> ChatEngine:

@@ -14,7 +14,8 @@ Usage::
     core.dead()  -> "engine core (pid 12) killed by SIGKILL" or None
     core.shutdown()
 
-    join(plan, core, index, folder)  # in front end ``index``, before the app starts
+    join(plan, core, index, folder, worker=3)  # in front end ``index`` of this core,
+                                                # the group's worker 3, before the app starts
     llm = attach(core, index) # its AsyncLLM (``open_backend``); blocks until the core is ready
 
 Facts this relies on (tried on both versions): the engine core sends READY once per
@@ -88,12 +89,14 @@ class SharedCore:
 class Attachment:
     """A front end's place in a group: its plan (checked by the launcher: the core holds
     the machine's memory now), the shared core (None: the group's engine is remote), its
-    client index, and the folder where the group's front ends keep what they share."""
+    client index on that core, the folder where the group's front ends keep what they
+    share, and its number among all the group's workers (over every engine core)."""
 
     plan: Plan
     core: SharedCore | None
     index: int
     folder: Path
+    worker: int
 
 
 def _config(args: AsyncEngineArgs, clients: int) -> VllmConfig:
@@ -142,10 +145,11 @@ def attach(core: SharedCore, index: int) -> AsyncLLM:
 _joined: Attachment | None = None
 
 
-def join(plan: Plan, core: SharedCore | None, index: int, folder: Path) -> None:
-    """Make this process front end ``index`` of a group (before the app starts)."""
+def join(plan: Plan, core: SharedCore | None, index: int, folder: Path, *, worker: int) -> None:
+    """Make this process front end ``index`` of its core, worker ``worker`` of a group
+    (before the app starts)."""
     global _joined
-    _joined = Attachment(plan, core, index, folder)
+    _joined = Attachment(plan, core, index, folder, worker)
 
 
 def joined() -> Attachment | None:

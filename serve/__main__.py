@@ -1,7 +1,8 @@
 """``python -m serve [--host HOST] [--port PORT]``: start the chat app.
 
 ``ERNIE_WORKERS=1`` (the CPU default): the web app and its engine in this process.
-More: a group of workers on one engine core behind HAProxy (``serve.group``).
+More, or ``ERNIE_ENGINES`` above 1: a group of workers on engine cores behind HAProxy
+(``serve.group``).
 A bad setting stops here with one line naming it, as ``python -m engine check`` does.
 """
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if plan.workers == 1:
+    if plan.workers == 1 and plan.engines == 1:
         from .web import serve_app
 
         serve_app(args.host, args.port)

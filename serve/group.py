@@ -1,13 +1,16 @@
-"""``ERNIE_WORKERS=N``: one engine core, N web front ends attached to it, one port.
+"""``ERNIE_WORKERS=N``, ``ERNIE_ENGINES=K``: K engine cores, N web front ends attached to
+each, one port.
 
-The launcher starts HAProxy on the public port (``serve.proxy``), the engine core for N
-clients (``engine.shared_core``; none when ``ERNIE_ENGINE=remote``), and N spawned
-workers, each Chainlit's app under uvicorn (``serve.web``) holding its own ``AsyncLLM``
-client in-process: tokens go from the core to the worker that asked, over vLLM's own
-sockets, with no HTTP in between. Then it watches them: vLLM lets no front end attach
-twice to a core, and a front end does not notice its core's death, so when any of them
-ends the launcher logs the cause in one line and restarts the group (at most
-``ERNIE_RESTART_TRIES`` times in a row).
+The launcher starts HAProxy on the public port (``serve.proxy``), then each engine core
+for its N clients (``engine.shared_core``; none when ``ERNIE_ENGINE=remote``) on its GPUs
+(``deploy.placement``), one after the other (a core measures the GPU's free memory while
+it starts), with its N spawned workers, each Chainlit's app under uvicorn (``serve.web``)
+holding its own ``AsyncLLM`` client in-process: tokens go from the core to the worker that
+asked, over vLLM's own sockets, with no HTTP in between. Then it watches them: vLLM lets
+no front end attach twice to a core, and a front end does not notice its core's death, so
+when any process of a core's unit ends the launcher logs the cause in one line and
+restarts that unit (at most ``ERNIE_RESTART_TRIES`` times in a row) while the other
+cores' units keep serving.
 
 Usage::
 
@@ -27,19 +30,19 @@ import socket
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from multiprocessing.connection import wait
-from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from pydantic import SecretStr
 from setproctitle import setproctitle
 
+from chat.shared_limits import LIMITS_FILE, forget
 from deploy.preflight import Plan
-from engine.core_errors import exit_reason
 from engine.shared_core import SharedCore, join, launch_shared_core
 
 from .proxy import Forwarding, Proxy
+from .units import METRICS_DIR, Slot, Unit, Worker, visible_devices
 from .web import configure_logging, serve_app
 
 __all__ = ["WORKER_TITLE", "Group"]
@@ -49,7 +52,6 @@ logger = logging.getLogger("serve.group")
 WORKER_TITLE = "ernie-chat worker"
 STABLE_S = 600.0  # a group that ran this long starts the count of restarts again
 PROXY_START_S = 0.5  # HAProxy binds its port or fails within this
-METRICS_DIR = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's multiprocess mode
 
 
 def _free_port() -> int:
@@ -58,32 +60,29 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _ended(process: BaseProcess) -> str:
-    reason = exit_reason(process.exitcode or 0)  # engine.core_errors' words for exit codes
-    return f"was {reason}" if reason.startswith("killed") else reason
-
-
-def run_worker(plan: Plan, core: SharedCore | None, index: int, port: int, folder: Path) -> None:
-    """A worker's process: front end ``index`` of the group, serving on ``port``."""
-    setproctitle(f"{WORKER_TITLE} {index}")  # what ps and top show
+def run_worker(plan: Plan, core: SharedCore | None, slot: Slot, folder: Path) -> None:
+    """A worker's process: front end ``slot.index`` of its core, serving on ``slot.port``."""
+    setproctitle(f"{WORKER_TITLE} {slot.number}")  # what ps and top show
     configure_logging(plan.settings)
-    join(plan, core, index, folder)
-    serve_app("127.0.0.1", port)
-
-
-@dataclass
-class Worker:
-    index: int
-    port: int
-    process: BaseProcess
+    if slot.index > 0:  # its core's first worker reports the capacity, warm-up and ready
+        logging.getLogger("engine.supervisor").setLevel(logging.WARNING)
+    join(plan, core, slot.index, folder, worker=slot.number)
+    serve_app("127.0.0.1", slot.port)
 
 
 class Group:
     def __init__(self, plan: Plan, public: tuple[str, int]) -> None:
         self.plan = plan
         self.public = public
-        self.ports = [_free_port() for _ in range(plan.workers)]
+        per_core = plan.workers
+        self.units = [
+            Unit(k, [Slot(k * per_core + i, i, _free_port()) for i in range(per_core)])
+            for k in range(plan.engines)
+        ]
+        self.ports = [slot.port for unit in self.units for slot in unit.slots]
         self.folder = Path(tempfile.mkdtemp(prefix="ernie-group-"))
+        self.shared = self.folder / "shared"  # what the workers share: the limits
+        self.shared.mkdir()
         settings = plan.settings
         own = settings.auth_proxy_secret is None  # else an outer proxy proves addresses
         secret = secrets.token_hex(32) if own else None
@@ -112,26 +111,43 @@ class Group:
             shutil.rmtree(self.folder, ignore_errors=True)  # config, logs, metrics, limits
 
     def _serve(self, proxy: Proxy) -> int:
-        """Run the group, restarting it when a process dies, until stopped or out of tries."""
-        tries, started = 0, time.monotonic()
+        """Start the units, and start again each one that ends, until stopped or out of
+        tries."""
+        down = list(self.units)
         try:
-            while not self._stopping:
-                cause = self._run_once(proxy)
-                if proxy.process.poll() is not None:  # it ended: the port needs it back
+            while True:
+                while down:
+                    starting = down.pop(0)
+                    failed = self._start(starting)
+                    if failed is not None:
+                        if not self._again(starting, failed):
+                            return 1
+                        down.append(starting)
+                unit, cause = self._watch(proxy)
+                if unit is None:  # HAProxy ended: the port needs it back
+                    logger.error("%s; starting it again", cause)
                     proxy = Proxy.start(self.public, self.ports, self.forwarding, self.folder)
-                if cause is None:
-                    return 0
-                tries = 1 if time.monotonic() - started > STABLE_S else tries + 1
-                if tries > self.plan.settings.restart_tries:
-                    logger.error("%s; giving up after %d restarts", cause, tries - 1)
+                    continue
+                unit.stop()
+                if not self._again(unit, cause):
                     return 1
-                logger.error("%s; restarting the group (restart %d)", cause, tries)
-                started = time.monotonic()
-            return 0
-        except SystemExit:  # a signal while the engine core was starting
+                down.append(unit)
+        except SystemExit:  # SIGINT or SIGTERM
             return 0
         finally:
+            for unit in self.units:
+                unit.stop()
             proxy.stop()
+
+    def _again(self, unit: Unit, cause: str) -> bool:
+        """Count a restart of ``unit``: False, with the cause logged, when tries ran out."""
+        unit.tries = 1 if time.monotonic() - unit.started > STABLE_S else unit.tries + 1
+        if unit.tries > self.plan.settings.restart_tries:
+            logger.error("%s; giving up after %d restarts", cause, unit.tries - 1)
+            return False
+        what = "the group" if len(self.units) == 1 else f"engine core {unit.number}'s unit"
+        logger.error("%s; restarting %s (restart %d)", cause, what, unit.tries)
+        return True
 
     def _open_port(self) -> Proxy | None:
         """HAProxy on the public port; None, with the cause logged, when it cannot serve."""
@@ -141,10 +157,12 @@ class Group:
         if ended:  # the port is taken, say: nothing to serve on
             logger.error("%s", ended)
             return None
+        cores = "one engine" if len(self.units) == 1 else f"{len(self.units)} engine cores"
         logger.info(
-            "serving on http://%s:%d: %d workers on one engine, HAProxy in front (its log: %s)",
+            "serving on http://%s:%d: %d workers on %s, HAProxy in front (its log: %s)",
             *self.public,
             len(self.ports),
+            cores,
             proxy.log,
         )
         return proxy
@@ -160,71 +178,46 @@ class Group:
             logger.info("stopping the group (%s)", signal.Signals(signum).name)
             raise SystemExit(0)
 
+    def _start(self, unit: Unit) -> str | None:
+        """Start ``unit``'s engine core and workers; the cause, as one line, if it failed."""
+        forget(self.shared / LIMITS_FILE, [slot.number for slot in unit.slots])
+        unit.started = time.monotonic()
+        try:
+            with visible_devices(self.plan.placement.devices(unit.number)), self._core() as core:
+                unit.core = core
+                unit.workers = [self._spawn(core, slot) for slot in unit.slots]
+        except Exception as exc:  # the core did not start: vLLM logged its root cause above
+            unit.stop()
+            name = "the engine core" if len(self.units) == 1 else f"engine core {unit.number}"
+            return f"{name} failed to start ({type(exc).__name__}: {exc})"
+        return None
+
     @contextlib.contextmanager
     def _core(self) -> Iterator[SharedCore | None]:
         if self.plan.settings.engine == "remote":
             yield None
             return
-        with launch_shared_core(self.plan, clients=len(self.ports)) as core:
+        with launch_shared_core(self.plan, clients=self.plan.workers) as core:
             yield core
 
-    def _run_once(self, proxy: Proxy) -> str | None:
-        """Start the core and the workers and watch them: the first one to end, as one
-        line, or None when the launcher was told to stop."""
-        workers: list[Worker] = []
-        core: SharedCore | None = None
-        shared = Path(tempfile.mkdtemp(prefix="run-", dir=self.folder))  # new counts each start
-        try:
-            with self._core() as core:
-                workers = [self._spawn(core, i, port, shared) for i, port in enumerate(self.ports)]
-            return self._watch(core, workers, proxy)
-        except SystemExit:
-            return None
-        except Exception as exc:  # the core did not start: vLLM logged its root cause above
-            return f"the engine core failed to start ({type(exc).__name__}: {exc})"
-        finally:
-            _stop_all(workers)
-            if core is not None:
-                core.shutdown()
-
-    def _spawn(self, core: SharedCore | None, index: int, port: int, shared: Path) -> Worker:
+    def _spawn(self, core: SharedCore | None, slot: Slot) -> Worker:
         spawn = multiprocessing.get_context("spawn")
         process = spawn.Process(
             target=run_worker,
-            args=(self.worker_plan(), core, index, port, shared),
-            name=f"ernie-worker-{index}",
+            args=(self.worker_plan(), core, slot, self.shared),
+            name=f"ernie-worker-{slot.number}",
         )
         process.start()
-        return Worker(index, port, process)
+        return Worker(slot, process)
 
-    def _watch(self, core: SharedCore | None, workers: list[Worker], proxy: Proxy) -> str:
-        by_sentinel = {w.process.sentinel: w for w in workers}
+    def _watch(self, proxy: Proxy) -> tuple[Unit | None, str]:
+        """Wait until a process ends: its unit (None: HAProxy) and the cause."""
         while True:
-            wait([*by_sentinel, *(core.sentinels() if core else [])], timeout=1.0)
-            for worker in workers:
-                process = worker.process
-                if process.exitcode is not None:
-                    return f"worker {worker.index} (pid {process.pid}) {_ended(process)}"
-            dead = core.dead() if core else None
-            if dead:
-                return dead
+            wait([s for unit in self.units for s in unit.sentinels()], timeout=1.0)
+            for unit in self.units:
+                ended = unit.ended()
+                if ended:
+                    return unit, ended
             ended = proxy.ended()
             if ended:
-                return ended
-
-
-def _stop_all(workers: list[Worker]) -> None:
-    """Stop the workers (SIGTERM, then SIGKILL after 10 s) and drop their live metrics."""
-    from prometheus_client import multiprocess
-
-    for worker in workers:
-        if worker.process.exitcode is None:
-            worker.process.terminate()
-    deadline = time.monotonic() + 10
-    for worker in workers:
-        worker.process.join(max(0.0, deadline - time.monotonic()))
-        if worker.process.exitcode is None:
-            worker.process.kill()
-            worker.process.join()
-        if os.environ.get(METRICS_DIR) and worker.process.pid is not None:
-            multiprocess.mark_process_dead(worker.process.pid)  # type: ignore[no-untyped-call]
+                return None, ended

@@ -2,9 +2,12 @@
 
 Chainlit keeps a chat's session in the process that opened it, so a browser must come
 back to the same worker (a reload, a reconnecting socket): a cookie HAProxy inserts on the
-first answer pins it. New browsers go round-robin; a worker that stops answering
-``/healthz`` gets none. The workers trust the client address HAProxy forwards only with
-the group's secret header (``chat.addresses``), so per-address limits hold.
+first answer pins it, and keeps its chats on that worker's engine core (its prefix
+cache). New browsers go to the worker with the fewest connections (a chat is one long
+websocket: the least loaded worker, and with as many workers on each core, the least
+loaded core); a worker that stops answering ``/healthz`` gets none. The workers trust
+the client address HAProxy forwards only with the group's secret header
+(``chat.addresses``), so per-address limits hold.
 
 Usage::
 
@@ -40,9 +43,10 @@ class Forwarding:
 
 
 def _max_connections() -> int:
-    """What this process's open-file limit allows: two sockets a proxied connection."""
+    """What this process's open-file limit allows: two sockets a proxied connection, and
+    room for HAProxy's own (it refuses to start when it cannot raise its limit to fit)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return max(256, (soft - 64) // 2)
+    return max(256, (soft - 512) // 2)
 
 
 def config_text(public: tuple[str, int], workers: list[int], forwarding: Forwarding) -> str:
@@ -62,6 +66,8 @@ def config_text(public: tuple[str, int], workers: list[int], forwarding: Forward
   maxconn {_max_connections()}
 defaults
   mode http
+  retries 3
+  option redispatch
   timeout connect 5s
   timeout client {HOUR}
   timeout server {HOUR}
@@ -70,7 +76,7 @@ frontend chat
   bind {host}:{port}
 {own}  default_backend workers
 backend workers
-  balance roundrobin
+  balance leastconn
   cookie {COOKIE} insert indirect nocache httponly
   option httpchk GET /healthz
 {servers}

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from chat.limits import LimitExceededError
-from chat.shared_limits import SharedChatCount, SharedUserLimits
+from chat.shared_limits import SharedChatCount, SharedUserLimits, forget
 
 
 def two_workers(path: Path, **limits: int) -> tuple[SharedUserLimits, SharedUserLimits]:
-    return SharedUserLimits(path, **limits), SharedUserLimits(path, **limits)
+    return SharedUserLimits(path, worker=0, **limits), SharedUserLimits(path, worker=1, **limits)
 
 
 def test_a_user_replying_on_one_worker_is_refused_on_the_other(tmp_path: Path) -> None:
@@ -34,11 +34,11 @@ def test_messages_a_minute_and_the_total_count_over_the_group(tmp_path: Path) ->
     with pytest.raises(LimitExceededError) as busy:
         other.admit("dave", now=1.0)
     assert busy.value.limit == "busy"
-    for user in ("alice", "bob", "carol"):
-        other.done(user)
+    for worker, user in ((one, "alice"), (other, "bob"), (one, "carol")):
+        worker.done(user)  # a reply ends on the worker that runs it
     for at in (2.0, 2.5):  # alice's second and third message this minute
         one.admit("alice", now=at)
-        other.done("alice")
+        one.done("alice")
     with pytest.raises(LimitExceededError) as fast:
         other.admit("alice", now=3.0)  # the fourth, on the other worker
     assert fast.value.limit == "per_minute" and fast.value.retry_after_s == pytest.approx(57.0)
@@ -46,9 +46,24 @@ def test_messages_a_minute_and_the_total_count_over_the_group(tmp_path: Path) ->
 
 
 def test_chats_per_address_count_over_the_group(tmp_path: Path) -> None:
-    one, other = SharedChatCount(tmp_path / "c.db"), SharedChatCount(tmp_path / "c.db")
+    path = tmp_path / "c.db"
+    one, other = SharedChatCount(path, worker=0), SharedChatCount(path, worker=1)
     assert one.open("10.0.0.1", most=2) and other.open("10.0.0.1", most=2)
     assert not one.open("10.0.0.1", most=2)
     assert other.open("10.0.0.2", most=2)
     one.close("10.0.0.1")
     assert other.open("10.0.0.1", most=2)
+
+
+def test_a_restarted_workers_counts_are_forgotten_and_the_others_kept(tmp_path: Path) -> None:
+    path = tmp_path / "limits.db"
+    one, other = two_workers(path, max_replies=2, per_minute=10, max_total=9)
+    one.admit("alice", now=0.0)
+    other.admit("alice", now=0.0)
+    chats = SharedChatCount(path, worker=1)
+    assert chats.open("10.0.0.1", most=1)
+    forget(path, workers=[1])  # worker 1 died with a reply running and a chat open
+    assert chats.open("10.0.0.1", most=1)
+    other.admit("alice", now=1.0)  # worker 1's reply no longer counts, worker 0's does
+    with pytest.raises(LimitExceededError):
+        one.admit("alice", now=2.0)

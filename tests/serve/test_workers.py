@@ -1,8 +1,9 @@
-"""``ERNIE_WORKERS=2``: two Chainlit workers on one real engine core, HAProxy in front.
+"""Groups behind HAProxy's one port: ``ERNIE_WORKERS=2``, two Chainlit workers on one real
+engine core; ``ERNIE_ENGINES=2``, two real engine cores with a worker each.
 
-The group runs as ``scripts/start.sh`` starts it (``python -m serve``) on the CPU engine
-and the scripted model; the chats go through HAProxy's one port over Socket.IO. The
-tests share the group and run in order (the last one kills a worker).
+Each group runs as ``scripts/start.sh`` starts it (``python -m serve``) on the CPU engine
+and the scripted model; the chats go through HAProxy's one port over Socket.IO. The tests
+of a group share it and run in order (the last one kills a worker, or an engine core).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import socketio
 
 from serve.group import WORKER_TITLE
 from testing.browser import STATS_LINE
-from testing.chat_client import ChatClient, wait_ready
+from testing.chat_client import ChatClient
 from testing.demo import DEMO_APP_ENV
 from testing.polling import until
 from testing.servers import AppServer
@@ -32,20 +33,56 @@ LONG_REPLY = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 4096, "system_prom
 CHATS, REPLIES = 17, 16
 
 
-@pytest.fixture(scope="module")
-def group(scripted_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
-    env = DEMO_APP_ENV | {
-        "ERNIE_MODEL": str(scripted_model),
-        "ERNIE_WORKERS": "2",
-        "ERNIE_MAX_TOKENS": "64",
-        # One address (this machine) may hold 17 chats and run 16 replies over the group.
-        "ERNIE_MAX_CHATS_PER_ADDRESS": str(CHATS),
-        "ERNIE_USER_MAX_REPLIES": str(REPLIES),
-    }
-    log = tmp_path_factory.mktemp("workers") / "group.log"
+GROUPS = {
+    "workers": {"ERNIE_WORKERS": "2"},
+    # Two cores on one CPU, a small KV cache each (the setting is split over them).
+    "engines": {"ERNIE_ENGINES": "2", "ERNIE_WORKERS": "1", "ERNIE_KV_CACHE_GB": "1"},
+}
+
+
+@pytest.fixture(scope="module", params=list(GROUPS))
+def group(
+    request: pytest.FixtureRequest, scripted_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AppServer]:
+    env = (
+        DEMO_APP_ENV
+        | GROUPS[request.param]
+        | {
+            "ERNIE_MODEL": str(scripted_model),
+            "ERNIE_MAX_TOKENS": "64",
+            # One address (this machine) may hold 17 chats and run 16 replies over the group.
+            "ERNIE_MAX_CHATS_PER_ADDRESS": str(CHATS),
+            "ERNIE_USER_MAX_REPLIES": str(REPLIES),
+        }
+    )
+    log = tmp_path_factory.mktemp(request.param) / "group.log"
     with AppServer.run(env, log, nice=10) as server:
         server.wait("/readyz", timeout_s=300)
+        asyncio.run(every_worker_ready(server))
         yield server
+
+
+def worker_urls(server: AppServer) -> list[str]:
+    """Each worker's own address, read from the group's HAProxy configuration."""
+    folder = re.findall(r"its log: (\S+)/haproxy\.log\)", server.log.read_text())[-1]
+    config = (Path(folder) / "haproxy.cfg").read_text()
+    ports = dict.fromkeys(re.findall(r"server w\d+ 127\.0\.0\.1:(\d+)", config))
+    return [f"http://127.0.0.1:{port}" for port in ports]
+
+
+async def every_worker_ready(server: AppServer) -> None:
+    """Until every worker's engine is ready and HAProxy has seen it (a check a second):
+    the units start one after the other (``/readyz`` on the port: any worker's)."""
+
+    def ready() -> bool:
+        codes = []
+        for url in worker_urls(server):
+            with contextlib.suppress(httpx.HTTPError):
+                codes.append(httpx.get(f"{url}/readyz", timeout=5).status_code)
+        return codes == [200] * len(worker_urls(server))
+
+    await until(ready, 300, "every worker ready")
+    await asyncio.sleep(1.5)
 
 
 def metric(server: AppServer, name: str) -> dict[str, float]:
@@ -66,14 +103,18 @@ async def spread_as(server: AppServer, expected: list[int]) -> None:
     await until(lambda: chats_per_worker(server) == expected, 15, f"chats spread as {expected}")
 
 
-def workers_of(server: AppServer) -> list[psutil.Process]:
-    """The group's live worker processes (found by their title)."""
+def processes_of(server: AppServer, title: str) -> list[psutil.Process]:
+    """The group's live processes whose command line reads ``title``."""
     found = []
     for process in psutil.Process(server.process.pid).children(recursive=True):
         with contextlib.suppress(psutil.Error):  # one that ended meanwhile, or a zombie
-            if WORKER_TITLE in " ".join(process.cmdline()):
+            if title in " ".join(process.cmdline()):
                 found.append(process)
     return found
+
+
+def workers_of(server: AppServer) -> list[psutil.Process]:
+    return processes_of(server, WORKER_TITLE)
 
 
 async def test_sixteen_chats_spread_over_both_workers_and_see_only_their_own_tokens(
@@ -81,7 +122,7 @@ async def test_sixteen_chats_spread_over_both_workers_and_see_only_their_own_tok
 ) -> None:
     async with contextlib.AsyncExitStack() as stack:
         chats = [await stack.enter_async_context(ChatClient.connect(group.url)) for _ in range(16)]
-        await spread_as(group, [8, 8])  # HAProxy's round robin, one port
+        await spread_as(group, [8, 8])  # HAProxy: the fewest connections, one port
         replies = await asyncio.gather(*(c.send(f"第{i}个问题") for i, c in enumerate(chats)))
         for chat, reply in zip(chats, replies, strict=True):
             assert reply.error is None and reply.final is not None, reply.error
@@ -137,6 +178,7 @@ async def test_one_address_is_limited_over_the_group_not_per_worker(group: AppSe
         await group.wait_for_running(0, within_s=10)
 
 
+@pytest.mark.parametrize("group", ["workers"], indirect=True)
 async def test_killing_a_worker_restarts_the_group_with_the_cause_logged(
     group: AppServer,
 ) -> None:
@@ -144,8 +186,38 @@ async def test_killing_a_worker_restarts_the_group_with_the_cause_logged(
     victim.send_signal(signal.SIGKILL)
     cause = f"(pid {victim.pid}) was killed by SIGKILL; restarting the group"
     await until(lambda: cause in group.log.read_text(errors="replace"), 30, "the cause logged")
-    await wait_ready(group.url, 300)
+    await every_worker_ready(group)
     assert len(workers_of(group)) == 2 and victim.pid not in {p.pid for p in workers_of(group)}
     async with ChatClient.connect(group.url) as chat:
         reply = await chat.send("你好", timeout_s=120)
     assert reply.error is None and reply.final is not None
+
+
+@pytest.mark.parametrize("group", ["engines"], indirect=True)
+async def test_killing_an_engine_core_restarts_its_unit_while_the_other_serves(
+    group: AppServer,
+) -> None:
+    def log() -> str:
+        return group.log.read_text(errors="replace")
+
+    victim = processes_of(group, "VLLM::EngineCore")[0]
+    before = {p.pid for p in workers_of(group)}
+    victim.send_signal(signal.SIGKILL)
+    cause = re.compile(
+        rf"engine core \(pid {victim.pid}\) killed by SIGKILL; "
+        r"restarting engine core \d's unit \(restart 1\)"
+    )
+    await until(lambda: cause.search(log()), 30, "the cause logged")
+    await until(lambda: len(workers_of(group)) == 1, 15, "the unit's worker stopped")
+    ready = log().count("engine ready")
+    async with ChatClient.connect(group.url) as chat:  # HAProxy: the live worker
+        reply = await chat.send("你好", timeout_s=60)
+    assert reply.error is None and reply.final is not None
+    assert log().count("engine ready") == ready  # served while the other unit restarts
+    await every_worker_ready(group)
+    after = {p.pid for p in workers_of(group)}
+    assert len(after) == 2 and len(after & before) == 1  # the other unit was not restarted
+    async with ChatClient.connect(group.url) as first, ChatClient.connect(group.url) as second:
+        await spread_as(group, [1, 1])  # both units take chats again
+        for reply in await asyncio.gather(first.send("你好"), second.send("你好")):
+            assert reply.error is None and reply.final is not None

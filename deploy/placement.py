@@ -1,0 +1,130 @@
+"""``ERNIE_ENGINES=K``: where K engine cores run and what each one gets.
+
+A small model leaves one GPU mostly idle: one engine core's own loop on one CPU core is
+the limit (docs/scaling.md). K cores, each with its own workers, serve more. The cores
+take the GPUs in turn (``tensor x pipeline`` GPUs each); cores on the same device split
+its memory share and its KV cache evenly, and the batch (``max_num_seqs``) is split over
+all of them, so K cores hold as many chats at once as one did.
+
+Usage::
+
+    cores = plan.placement          # Placement.of(settings, hardware, K)
+    cores.count, cores.per_device, cores.devices(i), cores.share(0.9), cores.max_num_seqs
+    check_placement(plan)           # SettingsError: K cannot fit (one line, the fix)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .model_files import refuse
+from .names import env_name
+from .sizing import DTYPE_BYTES, GiB
+
+if TYPE_CHECKING:
+    from .hardware import Hardware
+    from .model_files import ModelShape
+    from .preflight import Plan
+    from .settings import Settings
+
+__all__ = ["Placement", "check_placement", "weights_gib"]
+
+ENGINE_MARGIN_GIB = 1.0  # activations, CUDA graphs and the runtime beside the weights
+
+
+def weights_gib(shape: ModelShape | None, dtype: str) -> float | None:
+    """The weights' size estimated from the model's config; None when unknown."""
+    if shape is None or shape.parameters is None:
+        return None
+    return shape.parameters * DTYPE_BYTES.get(dtype, 2) / GiB
+
+
+@dataclass(frozen=True)
+class Placement:
+    """K engine cores over the visible GPUs (or the one CPU device)."""
+
+    count: int
+    gpus: int  # visible GPUs; 0 on the CPU
+    per_copy: int  # GPUs one core takes (tensor x pipeline)
+    total_seqs: int  # ERNIE_MAX_NUM_SEQS: over all the cores
+
+    @classmethod
+    def of(cls, settings: Settings, hardware: Hardware, count: int) -> Placement:
+        per_copy = settings.tensor_parallel_size * settings.pipeline_parallel_size
+        return cls(count, len(hardware.gpus), per_copy, settings.max_num_seqs)
+
+    @property
+    def groups(self) -> int:
+        """Model copies the devices hold side by side (sets of GPUs; the CPU is one)."""
+        return max(1, self.gpus // self.per_copy)
+
+    @property
+    def per_device(self) -> int:
+        """Cores sharing one device (its memory share and KV cache split as many ways)."""
+        return math.ceil(self.count / self.groups)
+
+    @property
+    def max_num_seqs(self) -> int:
+        """Each core's batch: the total split over the cores, rounded up."""
+        return math.ceil(self.total_seqs / self.count)
+
+    def share(self, memory_share: float) -> float:
+        """Each core's share of its device's memory."""
+        return round(memory_share / self.per_device, 4)
+
+    def devices(self, core: int) -> str | None:
+        """``CUDA_VISIBLE_DEVICES`` for core ``core``; None: all cores see the same GPUs."""
+        if self.groups == 1:
+            return None
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = visible.split(",") if visible else [str(i) for i in range(self.gpus)]
+        first = (core % self.groups) * self.per_copy
+        return ",".join(ids[first : first + self.per_copy])
+
+
+def _core_kv_gib(plan: Plan, placement: Placement) -> float | None:
+    """Each core's KV cache (GiB) with this placement; None when it cannot be told."""
+    settings, hardware = plan.settings, plan.hardware
+    if settings.kv_cache_gb is not None:
+        return settings.kv_cache_gb / placement.per_device
+    weights = weights_gib(plan.shape, plan.dtype)
+    if hardware.cpu or weights is None:
+        return None
+    device_gib = min(g.total_bytes for g in hardware.gpus) / GiB
+    core_gib = placement.share(plan.memory_share) * device_gib
+    return core_gib - weights / placement.per_copy - ENGINE_MARGIN_GIB
+
+
+def _core_tokens(plan: Plan, count: int) -> int | None:
+    placement = Placement.of(plan.settings, plan.hardware, count)
+    kv = _core_kv_gib(plan, placement)
+    if kv is None or plan.shape is None:
+        return None
+    per_token = plan.shape.kv_bytes_per_token(plan.dtype, plan.settings.tensor_parallel_size)
+    return max(0, int(kv * GiB) // per_token)
+
+
+def check_placement(plan: Plan) -> None:
+    """Refuse K engine cores that cannot run: one line naming ERNIE_ENGINES and a fix."""
+    settings, count = plan.settings, plan.engines
+    if count == 1:
+        return
+    if settings.engine == "remote":
+        raise refuse("engines", count, "the remote servers run the engines", "unset it")
+    if count > settings.max_num_seqs:
+        why = f"each core needs a request of {env_name('max_num_seqs')}={settings.max_num_seqs}"
+        raise refuse("engines", count, why, f"use at most {settings.max_num_seqs}")
+    tokens = _core_tokens(plan, count)
+    if tokens is None or tokens >= settings.max_model_len:
+        return
+    fits = [k for k in range(1, count) if (_core_tokens(plan, k) or 0) >= settings.max_model_len]
+    raise refuse(
+        "engines",
+        count,
+        f"each core's share of memory leaves room for about {tokens:,} tokens of KV cache, "
+        f"fewer than one request of {env_name('max_model_len')}={settings.max_model_len}",
+        f"use {fits[-1] if fits else 1}, or lower {env_name('max_model_len')}",
+    )
