@@ -102,9 +102,10 @@ async def _run(plan: Plan, args: argparse.Namespace) -> tuple[list[LoadResult], 
                         loads, tokens, out, path=path, ERNIE_WORKERS=workers
                     )
                 elif path == "engines":
-                    group = {"ERNIE_ENGINES": str(args.engines)}
-                    group["ERNIE_WORKERS"] = str(args.engine_workers)
-                    burst, measured = await app_path(loads, tokens, out, path=path, **group)
+                    group = {"ERNIE_ENGINES": args.engines, "ERNIE_WORKERS": args.engine_workers}
+                    burst, measured = await app_path(
+                        loads, tokens, out, path=path, **{k: str(v) for k, v in group.items()}
+                    )
                 elif path == "http":
                     burst, measured = await http_path(await vllm(), plan, loads, tokens, out)
                 else:

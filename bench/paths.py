@@ -166,9 +166,9 @@ async def app_path(
     **settings: str,
 ) -> tuple[LoadResult, list[LoadResult]]:
     """The app as ``scripts/start.sh`` starts it (``python -m serve``; path ``chainlit``:
-        ``chainlit run app.py``) with the same settings (and ``settings``), replies of exactly
-        reply_tokens (``replicas`` processes with the chats spread over them: remote engines
-        only). ``ERNIE_WORKERS``, ``ERNIE_ENGINES`` in ``settings``: a group behind its one
+    ``chainlit run app.py``) with the same settings (and ``settings``), replies of exactly
+    reply_tokens (``replicas`` processes with the chats spread over them: remote engines
+    only). ``ERNIE_WORKERS``, ``ERNIE_ENGINES`` in ``settings``: a group behind its one
     port; unset: one process, one core."""
     env = {**UNLIMITED, **_settings_env(), **settings}
     env.update(ERNIE_MAX_TOKENS=str(reply_tokens), ERNIE_IGNORE_EOS="true")

@@ -36,7 +36,7 @@ def build_engine_args(plan: Plan) -> AsyncEngineArgs:
         "enable_prefix_caching": settings.enable_prefix_caching,
         "kv_cache_memory_bytes": None
         if settings.kv_cache_gb is None
-        else int(settings.kv_cache_gb * GiB / cores.per_device),
+        else int(cores.kv_cache_gib(settings.kv_cache_gb) * GiB),
     }
     args.update({k: v for k, v in optional.items() if v is not None})
     if not cpu:

@@ -75,6 +75,10 @@ class Placement:
         """Each core's share of its device's memory."""
         return round(memory_share / self.per_device, 4)
 
+    def kv_cache_gib(self, device_gib: float) -> float:
+        """Each core's KV cache when its device's (``ERNIE_KV_CACHE_GB``) is split."""
+        return device_gib / self.per_device
+
     def devices(self, core: int) -> str | None:
         """``CUDA_VISIBLE_DEVICES`` for core ``core``; None: all cores see the same GPUs."""
         if self.groups == 1:
@@ -89,7 +93,7 @@ def _core_kv_gib(plan: Plan, placement: Placement) -> float | None:
     """Each core's KV cache (GiB) with this placement; None when it cannot be told."""
     settings, hardware = plan.settings, plan.hardware
     if settings.kv_cache_gb is not None:
-        return settings.kv_cache_gb / placement.per_device
+        return placement.kv_cache_gib(settings.kv_cache_gb)
     weights = weights_gib(plan.shape, plan.dtype)
     if hardware.cpu or weights is None:
         return None

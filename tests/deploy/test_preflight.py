@@ -332,3 +332,25 @@ def test_a_profile_length_beyond_the_model_is_lowered_to_the_model() -> None:
     assert fitted.settings.max_model_len == 32768
     with pytest.raises(SettingsError, match="ERNIE_MAX_MODEL_LEN=65536: the model's positions"):
         check_plan(plan(short, profile="long-context", max_model_len=65536))
+
+
+def test_engine_cores_take_the_gpus_in_turn_and_split_what_they_share() -> None:
+    cores = plan(gpus=2, engines=4, max_num_seqs=256).placement
+    assert [cores.devices(i) for i in range(4)] == ["0", "1", "0", "1"]
+    assert cores.per_device == 2 and cores.share(0.9) == 0.45
+    assert cores.kv_cache_gib(8.0) == 4.0 and cores.max_num_seqs == 64
+    alone = plan(engines=1).placement
+    assert alone.devices(0) is None and alone.share(0.9) == 0.9 and alone.max_num_seqs == 256
+
+
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        ({"engines": 8, "max_num_seqs": 4}, "ERNIE_ENGINES=8: each core needs a request"),
+        # 1 GiB of KV cache split 8 ways: 7,281 tokens a core; 3 cores keep 19,418 each
+        ({"engines": 8, "kv_cache_gb": 1.0}, "about 7,281 tokens of KV cache.*use 3"),
+    ],
+)
+def test_engine_cores_that_cannot_fit_are_refused(values: dict[str, object], words: str) -> None:
+    with pytest.raises(SettingsError, match=words):
+        check_plan(plan(**values))
