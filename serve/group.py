@@ -1,16 +1,18 @@
 """``ERNIE_WORKERS=N``, ``ERNIE_ENGINES=K``: K engine cores, N web front ends attached to
 each, one port.
 
-The launcher starts HAProxy on the public port (``serve.proxy``), then each engine core
-for its N clients (``engine.shared_core``; none when ``ERNIE_ENGINE=remote``) on its GPUs
-(``deploy.placement``), one after the other (a core measures the GPU's free memory while
-it starts), with its N spawned workers, each Chainlit's app under uvicorn (``serve.web``)
-holding its own ``AsyncLLM`` client in-process: tokens go from the core to the worker that
-asked, over vLLM's own sockets, with no HTTP in between. Then it watches them: vLLM lets
-no front end attach twice to a core, and a front end does not notice its core's death, so
-when any process of a core's unit ends the launcher logs the cause in one line and
-restarts that unit (at most ``ERNIE_RESTART_TRIES`` times in a row) while the other
-cores' units keep serving.
+The launcher starts HAProxy on the public port (``serve.proxy``; until a worker is up it
+answers with a page that says the chat is starting), fetches a hub model's files once with
+the progress on its console (``engine.download``: a core would fetch them unseen), then
+starts each engine core for its N clients (``engine.shared_core``; none when
+``ERNIE_ENGINE=remote``) on its GPUs (``deploy.placement``), one after the other (a core
+measures the GPU's free memory while it starts), with its N spawned workers, each
+Chainlit's app under uvicorn (``serve.web``) holding its own ``AsyncLLM`` client
+in-process: tokens go from the core to the worker that asked, over vLLM's own sockets, with
+no HTTP in between. Then it watches them: vLLM lets no front end attach twice to a core,
+and a front end does not notice its core's death, so when any process of a core's unit
+ends the launcher logs the cause in one line and restarts that unit (at most
+``ERNIE_RESTART_TRIES`` times in a row) while the other cores' units keep serving.
 
 Usage::
 
@@ -39,6 +41,7 @@ from setproctitle import setproctitle
 
 from chat.shared_limits import LIMITS_FILE, forget
 from deploy.preflight import Plan
+from engine.download import Download, DownloadError, fetch_model
 from engine.shared_core import SharedCore, join, launch_shared_core
 
 from .proxy import Forwarding, Proxy
@@ -115,6 +118,8 @@ class Group:
         tries."""
         down = list(self.units)
         try:
+            if not self._fetch():
+                return 1
             while True:
                 while down:
                     starting = down.pop(0)
@@ -138,6 +143,18 @@ class Group:
             for unit in self.units:
                 unit.stop()
             proxy.stop()
+
+    def _fetch(self) -> bool:
+        """A hub model's files, fetched before any core starts; False, with the cause
+        logged in one line, when the download stopped."""
+        if self.plan.settings.engine == "remote":
+            return True
+        try:
+            fetch_model(self.plan.settings, Download())
+        except DownloadError as exc:
+            logger.error("%s", exc)
+            return False
+        return True
 
     def _again(self, unit: Unit, cause: str) -> bool:
         """Count a restart of ``unit``: False, with the cause logged, when tries ran out."""

@@ -12,7 +12,7 @@ the client address HAProxy forwards only with the group's secret header
 Usage::
 
     forwarding = Forwarding("X-Proxy-Secret", secrets.token_hex(32))  # or None: an outer proxy's
-    proxy = Proxy.start(("0.0.0.0", 8000), [8101, 8102], forwarding, folder)
+    proxy = Proxy.start(("0.0.0.0", 8000), [8101, 8102], forwarding, folder)  # writes its files
     proxy.process.poll(); proxy.stop()
 """
 
@@ -24,10 +24,34 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["COOKIE", "Forwarding", "Proxy", "ProxyMissingError", "config_text", "haproxy"]
+__all__ = [
+    "COOKIE",
+    "STARTING_PAGE",
+    "Forwarding",
+    "Proxy",
+    "ProxyMissingError",
+    "config_text",
+    "haproxy",
+]
 
 COOKIE = "ERNIE_WORKER"
 HOUR = "1h"  # a chat's websocket may stay open and quiet that long
+# HAProxy's answer while no worker is up (the model downloading or loading, a restart): a
+# page that says so in both languages and reloads itself, not HAProxy's bare 503.
+STARTING_PAGE = (
+    "HTTP/1.0 503 Service Unavailable\r\n"
+    "Cache-Control: no-cache\r\n"
+    "Connection: close\r\n"
+    "Retry-After: 5\r\n"
+    "Content-Type: text/html; charset=utf-8\r\n"
+    "\r\n"
+    '<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="5">'
+    "<title>ERNIE chat</title></head><body>"
+    "<p>The chat is starting: the model is downloading or loading (the console shows the "
+    "progress). This page reloads by itself.</p>"
+    "<p>聊天正在启动：正在下载或加载模型（控制台显示进度）。本页会自动刷新。</p>"
+    "</body></html>\n"
+)
 
 
 class ProxyMissingError(RuntimeError):
@@ -49,8 +73,10 @@ def _max_connections() -> int:
     return max(256, (soft - 512) // 2)
 
 
-def config_text(public: tuple[str, int], workers: list[int], forwarding: Forwarding) -> str:
-    """HAProxy's configuration for the group."""
+def config_text(
+    public: tuple[str, int], workers: list[int], forwarding: Forwarding, page: Path
+) -> str:
+    """HAProxy's configuration for the group (``page``: ``STARTING_PAGE``'s file)."""
     host, port = public
     servers = "\n".join(
         f"  server w{i} 127.0.0.1:{p} cookie w{i} check inter 1s fall 2 rise 1"
@@ -72,6 +98,7 @@ defaults
   timeout client {HOUR}
   timeout server {HOUR}
   timeout tunnel {HOUR}
+  errorfile 503 {page}
 frontend chat
   bind {host}:{port}
 {own}  default_backend workers
@@ -104,8 +131,10 @@ class Proxy:
         cls, public: tuple[str, int], workers: list[int], forwarding: Forwarding, folder: Path
     ) -> Proxy:
         binary = haproxy()
+        page = folder / "starting.http"
+        page.write_bytes(STARTING_PAGE.encode())
         config = folder / "haproxy.cfg"
-        config.write_text(config_text(public, workers, forwarding))
+        config.write_text(config_text(public, workers, forwarding, page))
         log = folder / "haproxy.log"
         with log.open("ab") as out:
             # -db: stay in the foreground, so the launcher watches and stops it like a worker.

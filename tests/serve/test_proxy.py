@@ -6,10 +6,13 @@ import socket
 import subprocess
 from pathlib import Path
 
-from serve.proxy import COOKIE, Forwarding, Proxy, config_text, haproxy
+from serve.proxy import COOKIE, STARTING_PAGE, Forwarding, Proxy, config_text, haproxy
+
+PAGE = "starting.http"
 
 
 def check(text: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    (folder / PAGE).write_text(STARTING_PAGE)
     config = folder / "haproxy.cfg"
     config.write_text(text)
     return subprocess.run(
@@ -18,7 +21,9 @@ def check(text: str, folder: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_group_proxy_pins_browsers_and_proves_addresses(tmp_path: Path) -> None:
-    text = config_text(("127.0.0.1", 8000), [9001, 9002], Forwarding("X-Proxy-Secret", "s" * 64))
+    text = config_text(
+        ("127.0.0.1", 8000), [9001, 9002], Forwarding("X-Proxy-Secret", "s" * 64), tmp_path / PAGE
+    )
     result = check(text, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"cookie {COOKIE} insert" in text  # a browser comes back to its worker
@@ -28,7 +33,9 @@ def test_the_group_proxy_pins_browsers_and_proves_addresses(tmp_path: Path) -> N
 
 
 def test_behind_an_outer_proxy_its_headers_pass_untouched(tmp_path: Path) -> None:
-    text = config_text(("0.0.0.0", 8000), [9001], Forwarding("X-Proxy-Secret", None))
+    text = config_text(
+        ("0.0.0.0", 8000), [9001], Forwarding("X-Proxy-Secret", None), tmp_path / PAGE
+    )
     assert check(text, tmp_path).returncode == 0
     assert "set-header" not in text  # the outer proxy's secret and address reach the app
 

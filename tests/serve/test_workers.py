@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import re
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from serve.group import WORKER_TITLE
 from testing.browser import STATS_LINE
 from testing.chat_client import ChatClient
 from testing.demo import DEMO_APP_ENV
+from testing.hub import HubServer
 from testing.polling import until
 from testing.servers import AppServer
 
@@ -40,26 +42,47 @@ GROUPS = {
 }
 
 
+REPO = "test-org/scripted"
+STARTING: dict[str, httpx.Response] = {}  # by group URL: the port's first answer
+HUBS: dict[str, HubServer] = {}  # by group URL: the hub its model came from
+
+
 @pytest.fixture(scope="module", params=list(GROUPS))
 def group(
     request: pytest.FixtureRequest, scripted_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[AppServer]:
-    env = (
+    """The group, its model fetched by the launcher from a hub on this machine."""
+    folder = tmp_path_factory.mktemp(request.param)
+    with HubServer.run(scripted_model, REPO) as hub:
+        env = {"ERNIE_MODEL": REPO, "HF_ENDPOINT": hub.url, "HF_HOME": str(folder / "hf")}
+        with AppServer.run(group_env(request.param) | env, folder / "group.log", nice=10) as server:
+            STARTING[server.url], HUBS[server.url] = first_answer(server), hub
+            server.wait("/readyz", timeout_s=300)
+            asyncio.run(every_worker_ready(server))
+            yield server
+
+
+def first_answer(server: AppServer) -> httpx.Response:
+    """The port's first answer to a browser (HAProxy's, before any worker is up)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(server.url, timeout=5)
+        time.sleep(0.1)
+    raise AssertionError(f"nothing answered on {server.url}")
+
+
+def group_env(name: str) -> dict[str, str]:
+    return (
         DEMO_APP_ENV
-        | GROUPS[request.param]
+        | GROUPS[name]
         | {
-            "ERNIE_MODEL": str(scripted_model),
             "ERNIE_MAX_TOKENS": "64",
             # One address (this machine) may hold 17 chats and run 16 replies over the group.
             "ERNIE_MAX_CHATS_PER_ADDRESS": str(CHATS),
             "ERNIE_USER_MAX_REPLIES": str(REPLIES),
         }
     )
-    log = tmp_path_factory.mktemp(request.param) / "group.log"
-    with AppServer.run(env, log, nice=10) as server:
-        server.wait("/readyz", timeout_s=300)
-        asyncio.run(every_worker_ready(server))
-        yield server
 
 
 def worker_urls(server: AppServer) -> list[str]:
@@ -115,6 +138,21 @@ def processes_of(server: AppServer, title: str) -> list[psutil.Process]:
 
 def workers_of(server: AppServer) -> list[psutil.Process]:
     return processes_of(server, WORKER_TITLE)
+
+
+def test_the_launcher_fetched_the_model_once_while_the_port_said_starting(
+    group: AppServer,
+) -> None:
+    page = STARTING[group.url]  # HAProxy's page, not its bare 503
+    assert page.status_code == 503 and page.headers["retry-after"] == "5", page.text
+    assert "The chat is starting" in page.text and "聊天正在启动" in page.text, page.text
+    hub = HUBS[group.url]
+    weights = (hub.folder / "model.safetensors").stat().st_size
+    # once, by the launcher (the cores found it in the cache; safetensors readers ask for
+    # its header again, a few KiB)
+    assert weights <= hub.served["model.safetensors"] < weights + 1_000_000, hub.served
+    megabytes = re.search(r"downloaded the model: ([\d.,]+) of ([\d.,]+) MB", group.log.read_text())
+    assert megabytes and megabytes.group(1) == megabytes.group(2), megabytes
 
 
 async def test_sixteen_chats_spread_over_both_workers_and_see_only_their_own_tokens(
