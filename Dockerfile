@@ -9,7 +9,7 @@ ARG BASE=python:3.11.14-slim-trixie
 FROM ${BASE}
 
 ARG TARGET=gpu
-# CPU torch is not on PyPI; the GPU lock never reads this index.
+# CPU torch is not on PyPI; the GPU lock takes PyPI's exact builds (scripts/setup.sh).
 ARG PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
 
 # g++: Triton and torch.compile (Inductor, on the CPU too) build small kernels at run time;

@@ -30,6 +30,12 @@ command -v "$python" >/dev/null 2>&1 || python=python3
 stamp=".venv/.installed-$kind-$(sha256sum "$lock" | cut -c1-16)"
 if [[ ! -f "$stamp" ]]; then
   echo "setup: installing $lock into .venv (about 2 minutes the first time)"
+  if [[ "$kind" == gpu ]]; then
+    # PyPI's builds exactly: "torch==2.13.0" also takes a local "2.13.0+cpu" from an extra
+    # index or find-links (the CPU image's index), and pip prefers it; "===" does not.
+    sed -n 's/^\([A-Za-z0-9._-]*\)==\(.*\)$/\1===\2/p' "$lock" > .venv/exact-pins.txt
+    export PIP_CONSTRAINT=.venv/exact-pins.txt
+  fi
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r "$lock"
   rm -f .venv/.installed-"$kind"-*
   touch "$stamp"

@@ -2,7 +2,9 @@
 
 ``requirements.txt`` is never installed here (no GPU), so pip resolves it as a dry run
 for the image's platform (glibc up to Debian 12's 2.36): every pin must come as a wheel,
-except six small pure-Python packages published only as source.
+except six small pure-Python packages published only as source. It resolves the pins as
+``scripts/setup.sh gpu`` installs them, exactly (``===``): ``==2.13.0`` also takes a local
+``torch 2.13.0+cpu`` (this machine's wheels, the CPU image's index), which pip prefers.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ def pins(lock: Path) -> list[str]:
     return [line for line in lock.read_text().splitlines() if "==" in line and line[0] != " "]
 
 
-def test_every_pin_of_the_gpu_lock_is_a_wheel_for_linux_and_python_3_11(tmp_path: Path) -> None:
+def test_every_gpu_pin_is_pypis_own_wheel_for_linux_and_python_3_11(tmp_path: Path) -> None:
     lock = pins(ROOT / "requirements.txt")
-    wheels = [pin for pin in lock if pin.split("==")[0] not in SOURCE_ONLY]
+    wheels = [pin.replace("==", "===") for pin in lock if pin.split("==")[0] not in SOURCE_ONLY]
     (tmp_path / "wheels.txt").write_text("\n".join(wheels) + "\n")
     names = [f"manylinux_2_{minor}" for minor in GLIBC_MINORS] + LEGACY
     platforms = [f"--platform={name}_x86_64" for name in names]
@@ -46,3 +48,6 @@ def test_every_pin_of_the_gpu_lock_is_a_wheel_for_linux_and_python_3_11(tmp_path
     installed = json.loads((tmp_path / "report.json").read_text())["install"]
     assert len(installed) == len(wheels) > 250
     assert all(item["download_info"]["url"].endswith(".whl") for item in installed)
+    assert not [
+        item["metadata"]["version"] for item in installed if "+" in item["metadata"]["version"]
+    ]
