@@ -114,7 +114,8 @@ def fetch_model(settings: Settings, download: Download) -> None:
         raise DownloadError(_stopped(model, exc)) from exc
     finally:
         download.active = False
-    logger.info("downloaded the model: %s", download.describe().split(": ", 1)[1])
+    if download.total_bytes:  # all in the cache already: nothing to report
+        logger.info("downloaded the model: %s", download.describe().split(": ", 1)[1])
 
 
 def _stopped(model: str, exc: Exception) -> str:
