@@ -3,7 +3,7 @@
 Usage::
 
     python -m bench [--concurrency 1 16 64 256] [--reply-tokens 256]
-                    [--paths engine app http [chainlit workers engines remote]]
+                    [--paths engine app http [chainlit workers engines cores remote]]
                     [--workers 4] [--engines 2] [--engine-workers 2]
                     [--replicas 1] [--api-servers 1] [--vllm-url URL] [--out artifacts/bench]
 
@@ -11,8 +11,9 @@ The model and engine settings are the app's (``ERNIE_*``, ``.env``). Prints a ta
 the ratios, and writes ``bench.json`` and ``bench.png`` into ``--out``. The paths named
 only on request: ``chainlit`` (the app under ``chainlit run``, the developers' command),
 ``workers`` (``ERNIE_WORKERS=--workers`` behind HAProxy), ``engines`` (``ERNIE_ENGINES=
---engines`` cores with ``--engine-workers`` workers each), ``remote`` (``--replicas`` apps
-with ``ERNIE_ENGINE=remote`` on one ``vllm serve --api-server-count --api-servers``).
+--engines`` cores with ``--engine-workers`` workers each), ``cores`` (``--engines`` bare
+engines at once, their ceiling: ``bench.cores``), ``remote`` (``--replicas`` apps with
+``ERNIE_ENGINE=remote`` on one ``vllm serve --api-server-count --api-servers``).
 CPU is counted for every serving process: the app's tree, the group's, vLLM's server.
 """
 
@@ -32,6 +33,7 @@ from deploy.loading import load_settings
 from deploy.preflight import Plan, preflight
 from deploy.settings import SettingsError
 
+from .cores import cores_path
 from .measure import LoadResult
 from .paths import (
     PROMPT,
@@ -44,7 +46,7 @@ from .paths import (
 )
 from .report import comparisons, table, write_chart, write_json
 
-PATHS = ("engine", "app", "http", "chainlit", "workers", "engines", "remote")  # 4 by name
+PATHS = ("engine", "app", "http", "chainlit", "workers", "engines", "cores", "remote")  # 5 by name
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--reply-tokens", type=int, default=256)
     parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS[:3]))
     parser.add_argument("--workers", type=int, default=4, help="the workers path's group")
-    parser.add_argument("--engines", type=int, default=2, help="the engines path's cores")
+    parser.add_argument("--engines", type=int, default=2, help="the engines and cores paths' cores")
     parser.add_argument(
         "--engine-workers", type=int, default=2, help="the engines path's workers per core"
     )
@@ -93,6 +95,8 @@ async def _run(plan: Plan, args: argparse.Namespace) -> tuple[list[LoadResult], 
             started = time.monotonic()
             if path == "engine":
                 results += await engine_path(plan, loads, tokens)
+            elif path == "cores":
+                results += await cores_path(plan, loads, tokens, args.engines)
             else:
                 if path in ("app", "chainlit"):
                     burst, measured = await app_path(loads, tokens, out, path=path)

@@ -30,7 +30,9 @@ __all__ = [
     "UNLIMITED",
     "VllmServer",
     "app_path",
+    "engine_load",
     "engine_path",
+    "engine_request",
     "http_path",
     "remote_path",
     "vllm_server",
@@ -69,8 +71,8 @@ async def _drain(llm: AsyncLLM, prompt: list[int], params: SamplingParams) -> Re
     return ReplyTiming(sent, first or now, now, frames)
 
 
-async def engine_path(plan: Plan, loads: Sequence[int], reply_tokens: int) -> list[LoadResult]:
-    """The raw AsyncLLM in this process, vLLM's own detokenizer: the ceiling."""
+def engine_request(plan: Plan, reply_tokens: int) -> tuple[list[int], SamplingParams]:
+    """The bench's first message as the app would send it, and its sampling parameters."""
     settings = plan.settings
     model = load_model_info(settings)
     prompt = PromptBuilder(model.tokenizer, max_model_len=settings.max_model_len).build(
@@ -85,22 +87,30 @@ async def engine_path(plan: Plan, loads: Sequence[int], reply_tokens: int) -> li
         output_kind=RequestOutputKind.DELTA,
         **model.sampling_defaults,
     )
+    return prompt.token_ids, params
+
+
+async def engine_load(
+    llm: AsyncLLM, request: tuple[list[int], SamplingParams], chats: int
+) -> list[ReplyTiming]:
+    """``chats`` replies at once from ``llm``."""
+    return list(await asyncio.gather(*(_drain(llm, *request) for _ in range(chats))))
+
+
+async def engine_path(plan: Plan, loads: Sequence[int], reply_tokens: int) -> list[LoadResult]:
+    """The raw AsyncLLM in this process, vLLM's own detokenizer: the ceiling."""
+    request = engine_request(plan, reply_tokens)
     llm = AsyncLLM.from_engine_args(build_engine_args(plan))
     watch = ProcessWatch(os.getpid())
     try:
-        await asyncio.gather(*(_drain(llm, prompt.token_ids, params) for _ in range(max(loads))))
+        await engine_load(llm, request, max(loads))  # warm-up, not counted
         results = []
         for chats in loads:
             watch.reset_peak()
             before = watch.cpu_s()
-            replies = await asyncio.gather(
-                *(_drain(llm, prompt.token_ids, params) for _ in range(chats))
-            )
-            results.append(
-                summarise(
-                    "engine", list(replies), reply_tokens, watch.cpu_s() - before, watch.peak_rss
-                )
-            )
+            replies = await engine_load(llm, request, chats)
+            cpu = watch.cpu_s() - before
+            results.append(summarise("engine", replies, reply_tokens, cpu, watch.peak_rss))
         return results
     finally:
         watch.close()
@@ -182,6 +192,8 @@ async def app_path(
         ]
         for server in servers:  # an app that exits (a bad setting) fails the run at once
             await asyncio.to_thread(server.wait, "/readyz", READY_TIMEOUT_S)
+            if env["ERNIE_WORKERS"] != "1" or env["ERNIE_ENGINES"] != "1":
+                await server.every_worker_ready(READY_TIMEOUT_S)  # not just the first unit
         return await _socket_loads(path, servers, loads, reply_tokens, extra_pids)
 
 

@@ -125,10 +125,10 @@ def write_chart(path: Path, results: list[LoadResult], title: str) -> None:
 def _against_engine(
     results: list[LoadResult], engine: dict[int, LoadResult]
 ) -> list[dict[str, Any]]:
-    """The other in-process set-ups (``chainlit run``, the workers, several engine cores)
-    against the engine."""
+    """The other in-process set-ups (``chainlit run``, the workers, several engine cores,
+    their bare ceiling) against the engine."""
     rows = []
-    for path in ("chainlit", "workers", "engines"):
+    for path in ("chainlit", "workers", "engines", "cores"):
         for chats, mine in sorted(_by(results, path).items()):
             if chats not in engine:
                 continue

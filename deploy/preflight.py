@@ -70,8 +70,9 @@ class Plan:
 
     @property
     def engines(self) -> int:
-        """Engine cores (``ERNIE_ENGINES``; ``deploy.placement``); unset: 1, which two
-        cores on one H200 did not beat for the 0.3B model (docs/scaling.md)."""
+        """Engine cores (``ERNIE_ENGINES``; ``deploy.placement``); unset: 1. Two cores on
+        one H200 gave the 0.3B model more tokens only at 256 chats at once, and a later
+        first token below 64 (docs/scaling.md)."""
         return self.settings.engines or 1
 
     def alone(self) -> Plan:

@@ -10,8 +10,10 @@ Usage::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -132,6 +134,27 @@ class AppServer(Server):
         full_log = {"ERNIE_LOG_FILE": str(log.with_name(f"{log.stem}-full.log"))}  # beside ``log``
         with cls.started(command, clean_environ(**{**full_log, **env}), log) as server:
             yield server
+
+    def worker_urls(self) -> list[str]:
+        """A group's workers' own addresses, read from its HAProxy configuration."""
+        folder = re.findall(r"its log: (\S+)/haproxy\.log\)", self.log.read_text())[-1]
+        config = (Path(folder) / "haproxy.cfg").read_text()
+        ports = dict.fromkeys(re.findall(r"server w\d+ 127\.0\.0\.1:(\d+)", config))
+        return [f"http://127.0.0.1:{port}" for port in ports]
+
+    async def every_worker_ready(self, timeout_s: float = 300) -> None:
+        """Until every worker of a group is ready and HAProxy has seen it (a check a second):
+        the port's ``/readyz`` is any worker's, and the units start one after the other."""
+
+        def ready() -> bool:
+            codes = []
+            for url in self.worker_urls():
+                with contextlib.suppress(httpx.HTTPError):
+                    codes.append(httpx.get(f"{url}/readyz", timeout=5).status_code)
+            return codes == [200] * len(self.worker_urls())
+
+        await until(ready, timeout_s, "every worker ready")
+        await asyncio.sleep(1.5)
 
     def readyz(self) -> tuple[int, dict[str, Any]]:
         response = httpx.get(f"{self.url}/readyz", timeout=5)

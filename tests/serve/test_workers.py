@@ -58,7 +58,7 @@ def group(
         with AppServer.run(group_env(request.param) | env, folder / "group.log", nice=10) as server:
             STARTING[server.url], HUBS[server.url] = first_answer(server), hub
             server.wait("/readyz", timeout_s=300)
-            asyncio.run(every_worker_ready(server))
+            asyncio.run(server.every_worker_ready())
             yield server
 
 
@@ -83,29 +83,6 @@ def group_env(name: str) -> dict[str, str]:
             "ERNIE_USER_MAX_REPLIES": str(REPLIES),
         }
     )
-
-
-def worker_urls(server: AppServer) -> list[str]:
-    """Each worker's own address, read from the group's HAProxy configuration."""
-    folder = re.findall(r"its log: (\S+)/haproxy\.log\)", server.log.read_text())[-1]
-    config = (Path(folder) / "haproxy.cfg").read_text()
-    ports = dict.fromkeys(re.findall(r"server w\d+ 127\.0\.0\.1:(\d+)", config))
-    return [f"http://127.0.0.1:{port}" for port in ports]
-
-
-async def every_worker_ready(server: AppServer) -> None:
-    """Until every worker's engine is ready and HAProxy has seen it (a check a second):
-    the units start one after the other (``/readyz`` on the port: any worker's)."""
-
-    def ready() -> bool:
-        codes = []
-        for url in worker_urls(server):
-            with contextlib.suppress(httpx.HTTPError):
-                codes.append(httpx.get(f"{url}/readyz", timeout=5).status_code)
-        return codes == [200] * len(worker_urls(server))
-
-    await until(ready, 300, "every worker ready")
-    await asyncio.sleep(1.5)
 
 
 def metric(server: AppServer, name: str) -> dict[str, float]:
@@ -224,7 +201,7 @@ async def test_killing_a_worker_restarts_the_group_with_the_cause_logged(
     victim.send_signal(signal.SIGKILL)
     cause = f"(pid {victim.pid}) was killed by SIGKILL; restarting the group"
     await until(lambda: cause in group.log.read_text(errors="replace"), 30, "the cause logged")
-    await every_worker_ready(group)
+    await group.every_worker_ready()
     assert len(workers_of(group)) == 2 and victim.pid not in {p.pid for p in workers_of(group)}
     async with ChatClient.connect(group.url) as chat:
         reply = await chat.send("你好", timeout_s=120)
@@ -252,7 +229,7 @@ async def test_killing_an_engine_core_restarts_its_unit_while_the_other_serves(
         reply = await chat.send("你好", timeout_s=60)
     assert reply.error is None and reply.final is not None
     assert log().count("engine ready") == ready  # served while the other unit restarts
-    await every_worker_ready(group)
+    await group.every_worker_ready()
     after = {p.pid for p in workers_of(group)}
     assert len(after) == 2 and len(after & before) == 1  # the other unit was not restarted
     async with ChatClient.connect(group.url) as first, ChatClient.connect(group.url) as second:

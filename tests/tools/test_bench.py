@@ -1,5 +1,6 @@
-"""``python -m bench`` at its smallest: the default paths, the workers (a group of two)
-and the remote one (two app replicas on one vLLM server) run, and the report is complete.
+"""``python -m bench`` at its smallest: the default paths, the workers (a group of two),
+two bare engine cores at once and the remote one (two app replicas on one vLLM server)
+run, and the report is complete.
 The http and remote paths use the session's ``vllm serve`` (``--vllm-url``), so the run is
 on its scripted model."""
 
@@ -24,8 +25,8 @@ def test_bench_runs_all_paths_and_writes_its_report(
     env = clean_environ(**APP_ENV, ERNIE_MODEL=str(scripted_model))
     out = tmp_path / "bench"
     command = [sys.executable, "-m", "bench", "--concurrency", "1", "2", "--reply-tokens", "16"]
-    command += ["--paths", "engine", "app", "http", "workers", "remote", "--replicas", "2"]
-    command += ["--workers", "2"]
+    command += ["--paths", "engine", "app", "http", "workers", "cores", "remote"]
+    command += ["--replicas", "2", "--workers", "2", "--engines", "2"]
     command += ["--vllm-url", vllm_server.url]
     result = subprocess.run(
         [*command, "--out", str(out)],
@@ -39,7 +40,7 @@ def test_bench_runs_all_paths_and_writes_its_report(
 
     report = json.loads((out / "bench.json").read_text(encoding="utf-8"))
     runs = {(r["path"], r["chats"]): r for r in report["results"]}
-    paths = ("engine", "app", "http", "workers", "remote")
+    paths = ("engine", "app", "http", "workers", "cores", "remote")
     assert set(runs) == {(p, c) for p in paths for c in (1, 2)}
     for run in runs.values():
         assert run["reply_tokens"] == 16
@@ -52,8 +53,9 @@ def test_bench_runs_all_paths_and_writes_its_report(
     compared = {row["chats"]: row for row in report["comparisons"] if "app/engine tok/s" in row}
     assert set(compared) == {1, 2}
     assert all("app/http tok/s" in row and "remote/app tok/s" in row for row in compared.values())
-    workers = {r["chats"] for r in report["comparisons"] if "workers/engine tok/s" in r}
-    assert workers == {1, 2}
+    for path in ("workers", "cores"):
+        rows = {r["chats"] for r in report["comparisons"] if f"{path}/engine tok/s" in r}
+        assert rows == {1, 2}, path
     # Two app processes served the remote path: each answered one of the two chats.
     for replica in ("remote-0.log", "remote-1.log"):
         assert "request chat-" in (out / replica).read_text(encoding="utf-8")

@@ -1,0 +1,98 @@
+"""Path ``cores``: K bare engines at once, in K processes, each with the share of the GPUs
+that ``ERNIE_ENGINES=K`` gives its core and the chats split over them.
+
+No front end, no proxy: what the GPUs give K engine cores, the ceiling of the ``engines``
+path as ``engine`` is the ceiling of one core. Where ``cores`` is no faster than
+``engine``, the GPU (not the app) is what K cores share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import multiprocessing
+import os
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+
+from vllm.v1.engine.async_llm import AsyncLLM
+
+from deploy.engine_args import build_engine_args
+from deploy.preflight import Plan
+
+from .measure import LoadResult, ProcessWatch, ReplyTiming, summarise
+from .paths import engine_load, engine_request
+
+__all__ = ["cores_path"]
+
+
+def _core(plan: Plan, index: int, reply_tokens: int, conn: Connection) -> None:
+    """One core's process: its GPUs, its engine; then each load the parent asks for."""
+    devices = plan.placement.devices(index)
+    if devices is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = devices
+    asyncio.run(_serve(plan, reply_tokens, conn))
+
+
+async def _serve(plan: Plan, reply_tokens: int, conn: Connection) -> None:
+    request = engine_request(plan, reply_tokens)
+    llm = AsyncLLM.from_engine_args(build_engine_args(plan))
+    try:
+        conn.send("ready")
+        while (chats := await asyncio.to_thread(conn.recv)) is not None:
+            conn.send(await engine_load(llm, request, chats))
+    finally:
+        llm.shutdown()
+
+
+def _split(chats: int, count: int) -> list[int]:
+    """``chats`` over ``count`` cores, as even as it goes."""
+    return [chats // count + (i < chats % count) for i in range(count)]
+
+
+async def _load(pipes: Sequence[Connection], chats: int) -> list[ReplyTiming]:
+    """``chats`` at once over the cores (one clock: CLOCK_MONOTONIC is the machine's)."""
+    for conn, share in zip(pipes, _split(chats, len(pipes)), strict=True):
+        conn.send(share)
+    replies = await asyncio.gather(*(asyncio.to_thread(conn.recv) for conn in pipes))
+    return [reply for core in replies for reply in core]
+
+
+async def cores_path(
+    plan: Plan, loads: Sequence[int], reply_tokens: int, count: int
+) -> list[LoadResult]:
+    """``count`` bare engine cores, started one after the other (each measures the GPU's
+    free memory), then measured together at every load."""
+    settings = plan.settings.with_values("bench", engines=count, workers=1)
+    plan = dataclasses.replace(plan, settings=settings)
+    spawn = multiprocessing.get_context("spawn")
+    pipes, processes = [], []
+    try:
+        for index in range(count):
+            parent, child = spawn.Pipe()
+            process = spawn.Process(target=_core, args=(plan, index, reply_tokens, child))
+            process.start()
+            pipes.append(parent)
+            processes.append(process)
+            if await asyncio.to_thread(parent.recv) != "ready":
+                raise RuntimeError(f"cores: core {index} did not start")
+        watch = ProcessWatch(*(process.pid for process in processes if process.pid))
+        await _load(pipes, max(loads))  # warm-up, not counted
+        results = []
+        for chats in loads:
+            watch.reset_peak()
+            before = watch.cpu_s()
+            replies = await _load(pipes, chats)
+            cpu = watch.cpu_s() - before
+            results.append(summarise("cores", replies, reply_tokens, cpu, watch.peak_rss))
+        watch.close()
+        return results
+    finally:
+        for conn in pipes:
+            with contextlib.suppress(OSError):  # a core that ended already
+                conn.send(None)  # the end
+        for process in processes:
+            process.join(timeout=60)
+            if process.is_alive():
+                process.kill()
