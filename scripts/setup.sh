@@ -26,17 +26,28 @@ python="${PYTHON:-python3.11}"
 command -v "$python" >/dev/null 2>&1 || python=python3
 [[ -x .venv/bin/python ]] || "$python" -m venv .venv
 
-# Reinstall only when the lock changed since the last successful install.
+# Reinstall only when the lock changed since the last successful install. uv installs the
+# lock (in parallel, bytecode included): 49 s for the CPU lock here against pip's 150 s.
+# It reads no pip configuration: the README's PIP_* variables are passed on by name.
 stamp=".venv/.installed-$kind-$(sha256sum "$lock" | cut -c1-16)"
 if [[ ! -f "$stamp" ]]; then
-  echo "setup: installing $lock into .venv (about 2 minutes the first time)"
+  echo "setup: installing $lock into .venv (about a minute the first time)"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check uv==0.13.9
+  [[ -z "${PIP_INDEX_URL:-}" ]] || export UV_DEFAULT_INDEX="$PIP_INDEX_URL"
+  [[ -z "${PIP_EXTRA_INDEX_URL:-}" ]] || export UV_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL"
+  [[ -z "${PIP_FIND_LINKS:-}" ]] || export UV_FIND_LINKS="$PIP_FIND_LINKS"
+  [[ -z "${PIP_CERT:-}" ]] || export SSL_CERT_FILE="$PIP_CERT"
+  exact=()
   if [[ "$kind" == gpu ]]; then
     # PyPI's builds exactly: "torch==2.13.0" also takes a local "2.13.0+cpu" from an extra
-    # index or find-links (the CPU image's index), and pip prefers it; "===" does not.
+    # index or find-links (the CPU image's index); "===" does not.
     sed -n 's/^\([A-Za-z0-9._-]*\)==\(.*\)$/\1===\2/p' "$lock" > .venv/exact-pins.txt
-    export PIP_CONSTRAINT=.venv/exact-pins.txt
+    exact=(--constraint .venv/exact-pins.txt)
   fi
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r "$lock"
+  # unsafe-best-match: pip's way with several indexes (uv's default takes a package only
+  # from the first index that has it, and the CPU torch index carries numpy, jinja2, ...).
+  .venv/bin/uv pip install --quiet --python .venv/bin/python --no-deps --compile-bytecode \
+    --index-strategy unsafe-best-match "${exact[@]}" -r "$lock"
   rm -f .venv/.installed-"$kind"-*
   touch "$stamp"
 fi

@@ -78,14 +78,31 @@ def pip_settings(folder: Path) -> tuple[list[str], dict[str, str]]:
     }
     volumes = [f"--volume={conf}:/etc/pip.conf:ro"]
     volumes += [f"--volume={p}:{p}:ro" for p in sorted(paths) if p.exists()]
-    args = {"PIP_EXTRA_INDEX_URL": values["extra-index-url"]} if "extra-index-url" in values else {}
+    names = {"extra-index-url": "PIP_EXTRA_INDEX_URL", "find-links": "PIP_FIND_LINKS"}
+    names["cert"] = "PIP_CERT"  # uv (scripts/setup.sh) reads no pip.conf
+    args = {arg: values[key] for key, arg in names.items() if key in values}
     return volumes, args
+
+
+def uv_cache() -> tuple[list[str], dict[str, str]]:
+    """This machine's uv cache lent to a build (``--volume``, build arguments), when there
+    is one: ``scripts/setup.sh test`` filled it with the same wheels the CPU lock takes."""
+    uv = Path(sys.executable).with_name("uv")
+    if not uv.exists():
+        return [], {}
+    found = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True, check=False)
+    cache = found.stdout.strip()
+    if not cache or not Path(cache).is_dir():
+        return [], {}
+    return [f"--volume={cache}:/root/.cache/uv"], {"UV_NO_CACHE": "0"}
 
 
 def build_image(tag: str, folder: Path, **build_args: str) -> str:
     """``tag`` built from the repository's Dockerfile on the bootstrapped base."""
     volumes, pip_args = pip_settings(folder)
-    args = {"BASE": bootstrap_base(folder), **pip_args, **build_args}
+    cache, cache_args = uv_cache()
+    volumes += cache
+    args = {"BASE": bootstrap_base(folder), **pip_args, **cache_args, **build_args}
     flags = [f"--build-arg={k}={v}" for k, v in args.items()]
     _run("buildah", "build", "--isolation", "chroot", "--format", "docker", *volumes, *flags,
          "-t", tag, str(ROOT), timeout_s=1800)  # fmt: skip

@@ -4,7 +4,8 @@
 for the image's platform (glibc up to Debian 12's 2.36): every pin must come as a wheel,
 except six small pure-Python packages published only as source. It resolves the pins as
 ``scripts/setup.sh gpu`` installs them, exactly (``===``): ``==2.13.0`` also takes a local
-``torch 2.13.0+cpu`` (this machine's wheels, the CPU image's index), which pip prefers.
+``torch 2.13.0+cpu`` (this machine's wheels, the CPU image's index), which pip and uv
+(setup.sh's installer; seen in its dry run here) both prefer.
 """
 
 from __future__ import annotations
