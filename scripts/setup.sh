@@ -47,7 +47,7 @@ if [[ ! -f "$stamp" ]]; then
   # unsafe-best-match: pip's way with several indexes (uv's default takes a package only
   # from the first index that has it, and the CPU torch index carries numpy, jinja2, ...).
   .venv/bin/uv pip install --quiet --python .venv/bin/python --no-deps --compile-bytecode \
-    --index-strategy unsafe-best-match "${exact[@]}" -r "$lock"
+    --index-strategy unsafe-best-match ${exact[@]+"${exact[@]}"} -r "$lock"
   rm -f .venv/.installed-"$kind"-*
   touch "$stamp"
 fi
