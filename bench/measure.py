@@ -6,12 +6,13 @@ import contextlib
 import statistics
 import threading
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import psutil
 
-__all__ = ["LoadResult", "ProcessWatch", "ReplyTiming", "p99", "summarise"]
+__all__ = ["LoadResult", "ProcessWatch", "ReplyTiming", "measure_loads", "p99", "summarise"]
 
 
 @dataclass(frozen=True)
@@ -112,3 +113,23 @@ class ProcessWatch:
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
+
+
+async def measure_loads(
+    path: str,
+    loads: Sequence[int],
+    reply_tokens: int,
+    watch: ProcessWatch,
+    load: Callable[[int], Awaitable[list[ReplyTiming]]],
+) -> list[LoadResult]:
+    """A warm-up at the largest load (not counted), then each load with the CPU it took and
+    the peak memory of the watched processes."""
+    await load(max(loads))
+    results = []
+    for chats in loads:
+        watch.reset_peak()
+        before = watch.cpu_s()
+        replies = await load(chats)
+        cpu = watch.cpu_s() - before
+        results.append(summarise(path, replies, reply_tokens, cpu, watch.peak_rss))
+    return results

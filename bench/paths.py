@@ -23,7 +23,7 @@ from engine.prompt import PromptBuilder
 from testing.chat_client import ChatClient
 from testing.servers import AppServer, Server, openai_server
 
-from .measure import LoadResult, ProcessWatch, ReplyTiming, summarise
+from .measure import LoadResult, ProcessWatch, ReplyTiming, measure_loads, summarise
 
 __all__ = [
     "PROMPT",
@@ -103,15 +103,9 @@ async def engine_path(plan: Plan, loads: Sequence[int], reply_tokens: int) -> li
     llm = AsyncLLM.from_engine_args(build_engine_args(plan))
     watch = ProcessWatch(os.getpid())
     try:
-        await engine_load(llm, request, max(loads))  # warm-up, not counted
-        results = []
-        for chats in loads:
-            watch.reset_peak()
-            before = watch.cpu_s()
-            replies = await engine_load(llm, request, chats)
-            cpu = watch.cpu_s() - before
-            results.append(summarise("engine", replies, reply_tokens, cpu, watch.peak_rss))
-        return results
+        return await measure_loads(
+            "engine", loads, reply_tokens, watch, lambda chats: engine_load(llm, request, chats)
+        )
     finally:
         watch.close()
         llm.shutdown()

@@ -78,8 +78,11 @@ def pip_settings(folder: Path) -> tuple[list[str], dict[str, str]]:
     }
     volumes = [f"--volume={conf}:/etc/pip.conf:ro"]
     volumes += [f"--volume={p}:{p}:ro" for p in sorted(paths) if p.exists()]
-    names = {"extra-index-url": "PIP_EXTRA_INDEX_URL", "find-links": "PIP_FIND_LINKS"}
-    names["cert"] = "PIP_CERT"  # uv (scripts/setup.sh) reads no pip.conf
+    names = {  # as variables too: uv (scripts/setup.sh) reads no pip.conf
+        "extra-index-url": "PIP_EXTRA_INDEX_URL",
+        "find-links": "PIP_FIND_LINKS",
+        "cert": "PIP_CERT",
+    }
     args = {arg: values[key] for key, arg in names.items() if key in values}
     return volumes, args
 

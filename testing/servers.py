@@ -147,11 +147,11 @@ class AppServer(Server):
         the port's ``/readyz`` is any worker's, and the units start one after the other."""
 
         def ready() -> bool:
-            codes = []
-            for url in self.worker_urls():
+            urls, codes = self.worker_urls(), []
+            for url in urls:
                 with contextlib.suppress(httpx.HTTPError):
                     codes.append(httpx.get(f"{url}/readyz", timeout=5).status_code)
-            return codes == [200] * len(self.worker_urls())
+            return codes == [200] * len(urls)
 
         await until(ready, timeout_s, "every worker ready")
         await asyncio.sleep(1.5)
