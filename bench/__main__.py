@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m bench [--concurrency 1 16 64 256] [--reply-tokens 256]
+    python -m bench [--concurrency 1 16 64 256] [--reply-tokens 256] [--rounds 1]
                     [--paths engine app http [chainlit workers engines cores remote]]
                     [--workers 4] [--engines 2] [--engine-workers 2]
                     [--replicas 1] [--api-servers 1] [--vllm-url URL] [--out artifacts/bench]
@@ -34,7 +34,7 @@ from deploy.preflight import Plan, preflight
 from deploy.settings import SettingsError
 
 from .cores import cores_path
-from .measure import LoadResult
+from .measure import LoadResult, Loads
 from .paths import (
     PROMPT,
     VllmServer,
@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
     parser.add_argument("--reply-tokens", type=int, default=256)
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="each load this many times in a row (summed)"
+    )
     parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS[:3]))
     parser.add_argument("--workers", type=int, default=4, help="the workers path's group")
     parser.add_argument("--engines", type=int, default=2, help="the engines and cores paths' cores")
@@ -77,7 +80,8 @@ def _parser() -> argparse.ArgumentParser:
 async def _run(plan: Plan, args: argparse.Namespace) -> tuple[list[LoadResult], list[LoadResult]]:
     results: list[LoadResult] = []
     cold: list[LoadResult] = []
-    loads, tokens, out = sorted(set(args.concurrency)), args.reply_tokens, args.out
+    loads = Loads(tuple(sorted(set(args.concurrency))), args.reply_tokens, max(1, args.rounds))
+    out = args.out
     async with contextlib.AsyncExitStack() as stack:
         server: list[VllmServer] = []  # one for the http and remote paths, once needed
 
@@ -94,28 +98,24 @@ async def _run(plan: Plan, args: argparse.Namespace) -> tuple[list[LoadResult], 
         for path in sorted(args.paths, key=lambda p: p in ("http", "remote")):
             started = time.monotonic()
             if path == "engine":
-                results += await engine_path(plan, loads, tokens)
+                results += await engine_path(plan, loads)
             elif path == "cores":
-                results += await cores_path(plan, loads, tokens, args.engines)
+                results += await cores_path(plan, loads, args.engines)
             else:
                 if path in ("app", "chainlit"):
-                    burst, measured = await app_path(loads, tokens, out, path=path)
+                    burst, measured = await app_path(loads, out, path=path)
                 elif path == "workers":
                     workers = str(args.workers)
-                    burst, measured = await app_path(
-                        loads, tokens, out, path=path, ERNIE_WORKERS=workers
-                    )
+                    burst, measured = await app_path(loads, out, path=path, ERNIE_WORKERS=workers)
                 elif path == "engines":
                     group = {"ERNIE_ENGINES": args.engines, "ERNIE_WORKERS": args.engine_workers}
                     burst, measured = await app_path(
-                        loads, tokens, out, path=path, **{k: str(v) for k, v in group.items()}
+                        loads, out, path=path, **{k: str(v) for k, v in group.items()}
                     )
                 elif path == "http":
-                    burst, measured = await http_path(await vllm(), plan, loads, tokens, out)
+                    burst, measured = await http_path(await vllm(), plan, loads, out)
                 else:
-                    burst, measured = await remote_path(
-                        await vllm(), loads, tokens, out, args.replicas
-                    )
+                    burst, measured = await remote_path(await vllm(), loads, out, args.replicas)
                 cold.append(burst)
                 results += measured
             took = time.monotonic() - started

@@ -14,6 +14,7 @@ import dataclasses
 import multiprocessing
 import os
 from collections.abc import Sequence
+from functools import partial
 from multiprocessing.connection import Connection
 
 from vllm.v1.engine.async_llm import AsyncLLM
@@ -21,7 +22,7 @@ from vllm.v1.engine.async_llm import AsyncLLM
 from deploy.engine_args import build_engine_args
 from deploy.preflight import Plan
 
-from .measure import LoadResult, ProcessWatch, ReplyTiming, measure_loads
+from .measure import LoadResult, Loads, ProcessWatch, ReplyTiming, measure_loads, timed
 from .paths import engine_load, engine_request
 
 __all__ = ["cores_path"]
@@ -59,9 +60,7 @@ async def _load(pipes: Sequence[Connection], chats: int) -> list[ReplyTiming]:
     return [reply for core in replies for reply in core]
 
 
-async def cores_path(
-    plan: Plan, loads: Sequence[int], reply_tokens: int, count: int
-) -> list[LoadResult]:
+async def cores_path(plan: Plan, loads: Loads, count: int) -> list[LoadResult]:
     """``count`` bare engine cores, started one after the other (each measures the GPU's
     free memory), then measured together at every load."""
     settings = plan.settings.with_values("bench", engines=count, workers=1)
@@ -71,7 +70,7 @@ async def cores_path(
     try:
         for index in range(count):
             parent, child = spawn.Pipe()
-            process = spawn.Process(target=_core, args=(plan, index, reply_tokens, child))
+            process = spawn.Process(target=_core, args=(plan, index, loads.reply_tokens, child))
             process.start()
             pipes.append(parent)
             processes.append(process)
@@ -79,9 +78,7 @@ async def cores_path(
                 raise RuntimeError(f"cores: core {index} did not start")
         watch = ProcessWatch(*(process.pid for process in processes if process.pid))
         try:
-            return await measure_loads(
-                "cores", loads, reply_tokens, watch, lambda chats: _load(pipes, chats)
-            )
+            return await measure_loads("cores", loads, watch, timed(watch, partial(_load, pipes)))
         finally:
             watch.close()
     finally:

@@ -12,7 +12,17 @@ from typing import Any
 
 import psutil
 
-__all__ = ["LoadResult", "ProcessWatch", "ReplyTiming", "measure_loads", "p99", "summarise"]
+__all__ = [
+    "LoadResult",
+    "Loads",
+    "ProcessWatch",
+    "ReplyTiming",
+    "Round",
+    "measure_loads",
+    "p99",
+    "summarise",
+    "timed",
+]
 
 
 @dataclass(frozen=True)
@@ -21,6 +31,28 @@ class ReplyTiming:
     first_text_at: float
     ended_at: float
     frames: int  # websocket messages (or engine outputs) that carried text
+
+
+@dataclass(frozen=True)
+class Loads:
+    """What each path is measured at: every number of ``chats`` at once, ``rounds`` times
+    in a row (a longer window: one round at 256 chats lasts 1-3 s on an H200)."""
+
+    chats: tuple[int, ...]  # ascending
+    reply_tokens: int
+    rounds: int = 1
+
+    @property
+    def largest(self) -> int:
+        return self.chats[-1]
+
+
+@dataclass(frozen=True)
+class Round:
+    """One load's replies, and the CPU seconds the serving processes spent on them."""
+
+    replies: list[ReplyTiming]
+    cpu_s: float
 
 
 @dataclass(frozen=True)
@@ -48,16 +80,17 @@ def p99(values: list[float]) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
-def summarise(
-    path: str, replies: list[ReplyTiming], reply_tokens: int, cpu_s: float, peak_rss: int
-) -> LoadResult:
+def summarise(path: str, rounds: Sequence[Round], reply_tokens: int, peak_rss: int) -> LoadResult:
+    """One load over its rounds: tokens over the rounds' summed wall time."""
+    replies = [reply for one in rounds for reply in one.replies]
     ttfts = [r.first_text_at - r.sent_at for r in replies]
     speeds = [(reply_tokens - 1) / max(r.ended_at - r.first_text_at, 1e-9) for r in replies]
-    wall = max(r.ended_at for r in replies) - min(r.sent_at for r in replies)
+    wall = sum(_wall(one.replies) for one in rounds)
     tokens = reply_tokens * len(replies)
+    cpu_s = sum(one.cpu_s for one in rounds)
     return LoadResult(
         path=path,
-        chats=len(replies),
+        chats=len(rounds[0].replies),
         reply_tokens=reply_tokens,
         ttft_p50_ms=round(statistics.median(ttfts) * 1000, 1),
         ttft_p99_ms=round(p99(ttfts) * 1000, 1),
@@ -68,6 +101,10 @@ def summarise(
         cpu_ms_per_token=round(cpu_s * 1000 / tokens, 3),
         peak_rss_mib=round(peak_rss / 2**20, 1),
     )
+
+
+def _wall(replies: Sequence[ReplyTiming]) -> float:
+    return max(r.ended_at for r in replies) - min(r.sent_at for r in replies)
 
 
 class ProcessWatch:
@@ -115,21 +152,31 @@ class ProcessWatch:
         self._thread.join()
 
 
-async def measure_loads(
-    path: str,
-    loads: Sequence[int],
-    reply_tokens: int,
-    watch: ProcessWatch,
-    load: Callable[[int], Awaitable[list[ReplyTiming]]],
-) -> list[LoadResult]:
-    """A warm-up at the largest load (not counted), then each load with the CPU it took and
-    the peak memory of the watched processes."""
-    await load(max(loads))
-    results = []
-    for chats in loads:
-        watch.reset_peak()
+def timed(
+    watch: ProcessWatch, load: Callable[[int], Awaitable[list[ReplyTiming]]]
+) -> Callable[[int], Awaitable[Round]]:
+    """``load`` as a round: with the CPU the watched processes spent during it."""
+
+    async def one_round(chats: int) -> Round:
         before = watch.cpu_s()
         replies = await load(chats)
-        cpu = watch.cpu_s() - before
-        results.append(summarise(path, replies, reply_tokens, cpu, watch.peak_rss))
+        return Round(replies, watch.cpu_s() - before)
+
+    return one_round
+
+
+async def measure_loads(
+    path: str,
+    loads: Loads,
+    watch: ProcessWatch,
+    one_round: Callable[[int], Awaitable[Round]],
+) -> list[LoadResult]:
+    """A warm-up at the largest load (not counted), then each load's rounds, with the peak
+    memory of the watched processes."""
+    await one_round(loads.largest)
+    results = []
+    for chats in loads.chats:
+        watch.reset_peak()
+        rounds = [await one_round(chats) for _ in range(loads.rounds)]
+        results.append(summarise(path, rounds, loads.reply_tokens, watch.peak_rss))
     return results

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -23,7 +24,16 @@ from engine.prompt import PromptBuilder
 from testing.chat_client import ChatClient
 from testing.servers import AppServer, Server, openai_server
 
-from .measure import LoadResult, ProcessWatch, ReplyTiming, measure_loads, summarise
+from .measure import (
+    LoadResult,
+    Loads,
+    ProcessWatch,
+    ReplyTiming,
+    Round,
+    measure_loads,
+    summarise,
+    timed,
+)
 
 __all__ = [
     "PROMPT",
@@ -97,24 +107,22 @@ async def engine_load(
     return list(await asyncio.gather(*(_drain(llm, *request) for _ in range(chats))))
 
 
-async def engine_path(plan: Plan, loads: Sequence[int], reply_tokens: int) -> list[LoadResult]:
+async def engine_path(plan: Plan, loads: Loads) -> list[LoadResult]:
     """The raw AsyncLLM in this process, vLLM's own detokenizer: the ceiling."""
-    request = engine_request(plan, reply_tokens)
+    request = engine_request(plan, loads.reply_tokens)
     llm = AsyncLLM.from_engine_args(build_engine_args(plan))
     watch = ProcessWatch(os.getpid())
     try:
-        return await measure_loads(
-            "engine", loads, reply_tokens, watch, lambda chats: engine_load(llm, request, chats)
-        )
+        load = timed(watch, lambda chats: engine_load(llm, request, chats))
+        return await measure_loads("engine", loads, watch, load)
     finally:
         watch.close()
         llm.shutdown()
 
 
-async def _chat_load(
-    urls: Sequence[str], chats: int, reply_tokens: int, watch: ProcessWatch, path: str
-) -> LoadResult:
-    """``chats`` chats at once, spread over the servers at ``urls`` in turn."""
+async def _chat_round(urls: Sequence[str], chats: int, watch: ProcessWatch, path: str) -> Round:
+    """``chats`` chats at once, spread over the servers at ``urls`` in turn (the CPU counted
+    from the first message sent: not the connections)."""
     async with contextlib.AsyncExitStack() as stack:
         clients = await asyncio.gather(
             *(
@@ -122,7 +130,6 @@ async def _chat_load(
                 for i in range(chats)
             )
         )
-        watch.reset_peak()
         before = watch.cpu_s()
         replies = await asyncio.gather(*(client.send(PROMPT) for client in clients))
         cpu = watch.cpu_s() - before
@@ -135,33 +142,28 @@ async def _chat_load(
         timings.append(
             ReplyTiming(reply.sent_at, reply.first_text_at, reply.ended_at, len(reply.frames))
         )
-    return summarise(path, timings, reply_tokens, cpu, watch.peak_rss)
+    return Round(timings, cpu)
 
 
 async def _socket_loads(
-    path: str,
-    servers: Sequence[Server],
-    loads: Sequence[int],
-    reply_tokens: int,
-    extra_pids: Sequence[int] = (),
+    path: str, servers: Sequence[Server], loads: Loads, extra_pids: Sequence[int] = ()
 ) -> tuple[LoadResult, list[LoadResult]]:
     """A cold burst right after ready (reported apart), a warm-up, then the loads; the
     CPU of the servers' process trees (and of ``extra_pids``': a vLLM server's)."""
     urls = [server.url for server in servers]
     watch = ProcessWatch(*(server.process.pid for server in servers), *extra_pids)
     try:
-        burst = min(64, max(loads))
-        cold = await _chat_load(urls, burst, reply_tokens, watch, f"{path}-cold")
-        await _chat_load(urls, max(loads), reply_tokens, watch, path)  # warm-up, not counted
-        results = [await _chat_load(urls, chats, reply_tokens, watch, path) for chats in loads]
-        return cold, results
+        cold = f"{path}-cold"
+        burst = await _chat_round(urls, min(64, loads.largest), watch, cold)
+        cold_result = summarise(cold, [burst], loads.reply_tokens, watch.peak_rss)
+        one_round = functools.partial(_chat_round, urls, watch=watch, path=path)
+        return cold_result, await measure_loads(path, loads, watch, one_round)
     finally:
         watch.close()
 
 
 async def app_path(
-    loads: Sequence[int],
-    reply_tokens: int,
+    loads: Loads,
     logs: Path,
     *,
     path: str = "app",
@@ -175,7 +177,7 @@ async def app_path(
     only). ``ERNIE_WORKERS``, ``ERNIE_ENGINES`` in ``settings``: a group behind its one
     port; unset: one process, one core."""
     env = {**UNLIMITED, **_settings_env(), **settings}
-    env.update(ERNIE_MAX_TOKENS=str(reply_tokens), ERNIE_IGNORE_EOS="true")
+    env.update(ERNIE_MAX_TOKENS=str(loads.reply_tokens), ERNIE_IGNORE_EOS="true")
     env.setdefault("ERNIE_WORKERS", "1")
     env.setdefault("ERNIE_ENGINES", "1")
     app = "app.py" if path == "chainlit" else None
@@ -188,7 +190,7 @@ async def app_path(
             await asyncio.to_thread(server.wait, "/readyz", READY_TIMEOUT_S)
             if env["ERNIE_WORKERS"] != "1" or env["ERNIE_ENGINES"] != "1":
                 await server.every_worker_ready(READY_TIMEOUT_S)  # not just the first unit
-        return await _socket_loads(path, servers, loads, reply_tokens, extra_pids)
+        return await _socket_loads(path, servers, loads, extra_pids)
 
 
 @dataclass(frozen=True)
@@ -210,13 +212,12 @@ async def vllm_server(plan: Plan, log: Path, api_servers: int = 1) -> AsyncItera
 
 
 async def remote_path(
-    vllm: VllmServer, loads: Sequence[int], reply_tokens: int, logs: Path, replicas: int
+    vllm: VllmServer, loads: Loads, logs: Path, replicas: int
 ) -> tuple[LoadResult, list[LoadResult]]:
     """``replicas`` apps with ``ERNIE_ENGINE=remote`` on the vLLM server: the scale-out
     set-up (a load balancer spreads the chats over the apps)."""
     return await app_path(
         loads,
-        reply_tokens,
         logs,
         path="remote",
         replicas=replicas,
@@ -227,14 +228,14 @@ async def remote_path(
 
 
 async def http_path(
-    vllm: VllmServer, plan: Plan, loads: Sequence[int], reply_tokens: int, logs: Path
+    vllm: VllmServer, plan: Plan, loads: Loads, logs: Path
 ) -> tuple[LoadResult, list[LoadResult]]:
     """The guides' minimal Chainlit app over streaming HTTP to the vLLM server."""
     env = {
         "BENCH_VLLM_URL": vllm.url,
-        "BENCH_MAX_TOKENS": str(reply_tokens),
+        "BENCH_MAX_TOKENS": str(loads.reply_tokens),
         "BENCH_SYSTEM_PROMPT": resolve_system_prompt(plan.settings.system_prompt),
     }
     with AppServer.run(env, logs / "http-app.log", app="bench/http_app.py") as server:
         await asyncio.to_thread(server.wait, "/", READY_TIMEOUT_S)
-        return await _socket_loads("http", [server], loads, reply_tokens, vllm.pids)
+        return await _socket_loads("http", [server], loads, vllm.pids)

@@ -26,7 +26,7 @@ def test_bench_runs_all_paths_and_writes_its_report(
     out = tmp_path / "bench"
     command = [sys.executable, "-m", "bench", "--concurrency", "1", "2", "--reply-tokens", "16"]
     command += ["--paths", "engine", "app", "http", "workers", "cores", "remote"]
-    command += ["--replicas", "2", "--workers", "2", "--engines", "2"]
+    command += ["--replicas", "2", "--workers", "2", "--engines", "2", "--rounds", "2"]
     command += ["--vllm-url", vllm_server.url]
     result = subprocess.run(
         [*command, "--out", str(out)],
