@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .sizing import GiB
@@ -38,6 +38,7 @@ class Hardware:
     dtypes: tuple[str, ...]  # the dtypes the device computes in
     driver: str | None = None  # the NVIDIA driver's version, on a GPU host
     cuda: str | None = None  # the CUDA version torch was built for ("13.0")
+    cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
 
     @property
     def cpu(self) -> bool:

@@ -30,9 +30,15 @@ if TYPE_CHECKING:
     from .preflight import Plan
     from .settings import Settings
 
-__all__ = ["Placement", "check_placement", "weights_gib"]
+__all__ = ["Placement", "check_placement", "default_engines", "weights_gib"]
 
 ENGINE_MARGIN_GIB = 1.0  # activations, CUDA graphs and the runtime beside the weights
+# The default: two cores a GPU for a model whose weights take at most this share of it (the
+# 0.3B model on one H200: 0.5%), with this many CPU cores per engine core (a core, its
+# workers and room: two cores on 16 CPUs measured faster than one at 256 chats, three
+# slower; docs/scaling.md).
+SMALL_MODEL_SHARE = 0.02
+CPUS_PER_CORE = 6
 
 
 def weights_gib(shape: ModelShape | None, dtype: str) -> float | None:
@@ -111,6 +117,30 @@ def _core_tokens(plan: Plan, count: int) -> int | None:
     return max(0, int(kv * GiB) // per_token)
 
 
+def default_engines(plan: Plan) -> tuple[int, str]:
+    """``ERNIE_ENGINES`` when unset, and why (the capacity report's source line)."""
+    settings, hardware = plan.settings, plan.hardware
+    if hardware.cpu or settings.engine == "remote":
+        return 1, "default: one core"
+    weights = weights_gib(plan.shape, plan.dtype)
+    per_copy = settings.tensor_parallel_size * settings.pipeline_parallel_size
+    device_gib = min(g.total_bytes for g in hardware.gpus) / GiB
+    if weights is None or weights / per_copy > SMALL_MODEL_SHARE * device_gib:
+        return 1, "default: one core (the model is not small beside its GPU)"
+    groups = Placement.of(settings, hardware, 1).groups
+    wanted = min(2 * groups, hardware.cpus // CPUS_PER_CORE, settings.max_num_seqs)
+    fits = [k for k in range(2, wanted + 1) if _fits(plan, k)]
+    if not fits:
+        return 1, f"default: one core ({hardware.cpus} CPU cores, or no room for two)"
+    gpus = f"{groups} x {device_gib:.0f} GiB GPU"
+    return fits[-1], f"default: a {weights:.2f} GiB model on {gpus} (docs/scaling.md)"
+
+
+def _fits(plan: Plan, count: int) -> bool:
+    tokens = _core_tokens(plan, count)
+    return tokens is None or tokens >= plan.settings.max_model_len
+
+
 def check_placement(plan: Plan) -> None:
     """Refuse K engine cores that cannot run: one line naming ERNIE_ENGINES and a fix."""
     settings, count = plan.settings, plan.engines
@@ -121,10 +151,10 @@ def check_placement(plan: Plan) -> None:
     if count > settings.max_num_seqs:
         why = f"each core needs a request of {env_name('max_num_seqs')}={settings.max_num_seqs}"
         raise refuse("engines", count, why, f"use at most {settings.max_num_seqs}")
-    tokens = _core_tokens(plan, count)
-    if tokens is None or tokens >= settings.max_model_len:
+    if _fits(plan, count):
         return
-    fits = [k for k in range(1, count) if (_core_tokens(plan, k) or 0) >= settings.max_model_len]
+    tokens = _core_tokens(plan, count)
+    fits = [k for k in range(1, count) if _fits(plan, k)]
     raise refuse(
         "engines",
         count,

@@ -13,12 +13,11 @@ engine can know (the memory its activations take) is left to ``deploy.failures``
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, replace
 
 from .hardware import Hardware, driver_problem
 from .model_files import ModelShape, read_model_config, refuse
-from .placement import Placement, check_placement
+from .placement import Placement, check_placement, default_engines
 from .profiles import PROFILES
 from .settings import Settings, SettingsError, env_name
 from .sizing import (
@@ -70,10 +69,8 @@ class Plan:
 
     @property
     def engines(self) -> int:
-        """Engine cores (``ERNIE_ENGINES``; ``deploy.placement``); unset: 1. Two cores on
-        one H200 gave the 0.3B model more tokens only at 256 chats at once, and a later
-        first token below 64 (docs/scaling.md)."""
-        return self.settings.engines or 1
+        """Engine cores (``ERNIE_ENGINES``); unset: ``deploy.placement.default_engines``."""
+        return self.settings.engines or default_engines(self)[0]
 
     def alone(self) -> Plan:
         """This plan for an engine in the app's own process (``chainlit run``, or
@@ -94,7 +91,7 @@ class Plan:
         at most 4 (one engine core caps them)."""
         if self.settings.workers is not None:
             return self.settings.workers
-        cpus = (os.cpu_count() or 1) // self.engines
+        cpus = self.hardware.cpus // self.engines
         return 1 if self.hardware.cpu else max(1, min(4, cpus // 4))
 
     def sources(self) -> dict[str, str]:
@@ -107,11 +104,10 @@ class Plan:
             if getattr(settings, name) is not None:
                 continue
             if name == "workers":
-                sources[name] = (
-                    "CPU backend default" if self.hardware.cpu else f"{os.cpu_count()} CPU cores"
-                )
+                cpus = f"{self.hardware.cpus} CPU cores"
+                sources[name] = "CPU backend default" if self.hardware.cpu else cpus
             elif name == "engines":
-                sources[name] = "default: one core measured fastest (docs/scaling.md)"
+                sources[name] = default_engines(self)[1]
             elif name == "gpu_memory_utilization":
                 sources[name] = (
                     "CPU backend default" if self.hardware.cpu else f"profile {settings.profile}"

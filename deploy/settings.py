@@ -88,8 +88,8 @@ class Settings(AccessSettings):
         ge=1,
         le=16,
         description="Engine cores on the machine's GPUs, each with its share of the memory "
-        "and its own workers, behind the same port; unset: 1 (2 on one H200 measured "
-        "slower for the 0.3B model: docs/scaling.md).",
+        "and its own workers, behind the same port; unset: 2 a GPU for a model whose weights "
+        "take at most 2% of its memory, with 6 CPU cores a core; else 1 (docs/scaling.md).",
     )
     profile: ProfileName = Field(
         DEFAULT_PROFILE,

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -197,9 +198,12 @@ def test_profile_value_is_fitted_to_the_model_and_explicit_values_win(
     assert "checks passed" in out
 
 
-def plan(shape: ModelShape | None = ERNIE_03B, gpus: int = 1, **values: object) -> Plan:
+def plan(
+    shape: ModelShape | None = ERNIE_03B, gpus: int = 1, cpus: int = 16, **values: object
+) -> Plan:
     gpu = Gpu("NVIDIA H200", total_bytes=140 * GiB, free_bytes=139 * GiB, capability=(9, 0))
-    hardware = Hardware("gpu", (gpu,) * gpus, 256 * GiB, 200 * GiB, ("bfloat16", "float16"))
+    dtypes = ("bfloat16", "float16")
+    hardware = Hardware("gpu", (gpu,) * gpus, 256 * GiB, 200 * GiB, dtypes, cpus=cpus)
     return Plan(hermetic_settings(**values), shape, hardware)
 
 
@@ -341,6 +345,25 @@ def test_engine_cores_take_the_gpus_in_turn_and_split_what_they_share() -> None:
     assert cores.kv_cache_gib(8.0) == 4.0 and cores.max_num_seqs == 64
     alone = plan(engines=1).placement
     assert alone.devices(0) is None and alone.share(0.9) == 0.9 and alone.max_num_seqs == 256
+
+
+def test_the_default_engine_cores_follow_the_model_the_gpus_and_the_cpus() -> None:
+    """Two cores a GPU for a small model (the 0.3B on an H200 measured faster at 256 chats),
+    given 6 CPU cores a core and room for each core's KV cache; else one."""
+    small = replace(ERNIE_03B, parameters=361_821_120)  # 0.67 GiB in bfloat16
+    assert plan(small).engines == 2 and plan(small).workers == 2  # 16 CPUs: 8 a core
+    assert "a 0.67 GiB model on 1 x 140 GiB GPU" in plan(small).sources()["engines"]
+    assert plan(small, gpus=2, cpus=32).engines == 4
+    assert plan(small, gpus=2, cpus=16).engines == 2
+    assert plan(small, cpus=8).engines == 1
+    assert plan(replace(ERNIE_03B, parameters=8_000_000_000)).engines == 1  # 15 GiB: not small
+    assert plan(ERNIE_03B).engines == 1  # the size unknown
+    assert plan(small, engines=1).engines == 1  # set by hand
+    assert plan(small, engine="remote", remote_url="http://gpu:8000").engines == 1
+    # 1 GiB of KV cache holds ~58k tokens; split two ways, less than one 32k request each.
+    assert plan(small, kv_cache_gb=1.0, max_model_len=32768).engines == 1
+    cpu = Hardware("cpu", (), 24 * GiB, 20 * GiB, ("bfloat16",), cpus=64)
+    assert Plan(hermetic_settings(), small, cpu).engines == 1
 
 
 @pytest.mark.parametrize(
