@@ -100,6 +100,12 @@ class LocalBackend:
         return "; ".join(known) or None
 
     async def close(self) -> None:
+        # vLLM's shutdown (in a thread) ends the core before it cancels the output handler,
+        # which then logs the core's end as a failure, with a traceback, on a clean stop.
+        handler: asyncio.Task[None] | None = getattr(self.llm, "output_handler", None)
+        if handler is not None:
+            handler.cancel()
+            await asyncio.wait({handler})
         await asyncio.to_thread(self.llm.shutdown)
         _remove(self._errors)
 

@@ -3,8 +3,9 @@
 Built with buildah on a Debian base bootstrapped here (``testing.images`` says why), then
 started with the image's own command and user, a host folder as ``/data`` and the demo
 model mounted: ready, its HEALTHCHECK passes inside it, a signed-in user chats; a stop
-ends it within Docker's grace time with nothing left running; a second start keeps
-``/data`` (the history, the full log, torch's compile cache) and lists the chat.
+ends it within Docker's grace time with nothing left running and no error in its console
+(``docker logs``); a second start keeps ``/data`` (the history, the full log, torch's
+compile cache) and lists the chat.
 """
 
 from __future__ import annotations
@@ -121,6 +122,8 @@ def test_the_image_serves_stops_and_keeps_its_data(
             left = [p.pid for p in processes if p.is_running() and p.status() != "zombie"]
             assert left == [], "processes left after the stop"
             assert took < GRACE_S
+            console = (tmp_path / round_ / "container.log").read_text(errors="replace")
+            assert "Traceback" not in console and " ERROR " not in console, console[-3000:]
             if round_ == "first":
                 first["files"] = files_in(volumes["/data"])
     kept = first["files"]
