@@ -125,15 +125,17 @@ def default_engines(plan: Plan) -> tuple[int, str]:
     weights = weights_gib(plan.shape, plan.dtype)
     per_copy = settings.tensor_parallel_size * settings.pipeline_parallel_size
     device_gib = min(g.total_bytes for g in hardware.gpus) / GiB
-    if weights is None or weights / per_copy > SMALL_MODEL_SHARE * device_gib:
+    if weights is None:
+        return 1, "default: one core (the model's size is unknown)"
+    if weights / per_copy > SMALL_MODEL_SHARE * device_gib:
         return 1, "default: one core (the model is not small beside its GPU)"
     groups = Placement.of(settings, hardware, 1).groups
     wanted = min(2 * groups, hardware.cpus // CPUS_PER_CORE, settings.max_num_seqs)
     fits = [k for k in range(2, wanted + 1) if _fits(plan, k)]
     if not fits:
         return 1, f"default: one core ({hardware.cpus} CPU cores, or no room for two)"
-    gpus = f"{groups} x {device_gib:.0f} GiB GPU"
-    return fits[-1], f"default: a {weights:.2f} GiB model on {gpus} (docs/scaling.md)"
+    small = f"{weights:.2f} GiB on {groups} x {device_gib:.0f} GiB GPU"
+    return fits[-1], f"default: two cores a GPU for a small model ({small}; docs/scaling.md)"
 
 
 def _fits(plan: Plan, count: int) -> bool:

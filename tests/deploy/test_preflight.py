@@ -352,7 +352,8 @@ def test_the_default_engine_cores_follow_the_model_the_gpus_and_the_cpus() -> No
     given 6 CPU cores a core and room for each core's KV cache; else one."""
     small = replace(ERNIE_03B, parameters=361_821_120)  # 0.67 GiB in bfloat16
     assert plan(small).engines == 2 and plan(small).workers == 2  # 16 CPUs: 8 a core
-    assert "a 0.67 GiB model on 1 x 140 GiB GPU" in plan(small).sources()["engines"]
+    assert "small model (0.67 GiB on 1 x 140 GiB GPU" in plan(small).sources()["engines"]
+    assert "size is unknown" in plan(ERNIE_03B).sources()["engines"]
     assert plan(small, gpus=2, cpus=32).engines == 4
     assert plan(small, gpus=2, cpus=16).engines == 2
     assert plan(small, cpus=8).engines == 1
