@@ -153,9 +153,9 @@ def check_placement(plan: Plan) -> None:
     if count > settings.max_num_seqs:
         why = f"each core needs a request of {env_name('max_num_seqs')}={settings.max_num_seqs}"
         raise refuse("engines", count, why, f"use at most {settings.max_num_seqs}")
-    if _fits(plan, count):
-        return
     tokens = _core_tokens(plan, count)
+    if tokens is None or tokens >= settings.max_model_len:
+        return
     fits = [k for k in range(1, count) if _fits(plan, k)]
     raise refuse(
         "engines",
