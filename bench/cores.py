@@ -21,6 +21,7 @@ from vllm.v1.engine.async_llm import AsyncLLM
 
 from deploy.engine_args import build_engine_args
 from deploy.preflight import Plan
+from engine.local import shut_down
 
 from .measure import LoadResult, Loads, ProcessWatch, ReplyTiming, measure_loads, timed
 from .paths import engine_load, engine_request
@@ -44,7 +45,7 @@ async def _serve(plan: Plan, reply_tokens: int, conn: Connection) -> None:
         while (chats := await asyncio.to_thread(conn.recv)) is not None:
             conn.send(await engine_load(llm, request, chats))
     finally:
-        llm.shutdown()
+        await shut_down(llm)
 
 
 def _split(chats: int, count: int) -> list[int]:

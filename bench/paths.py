@@ -20,6 +20,7 @@ from deploy.engine_args import build_engine_args
 from deploy.model_info import load_model_info
 from deploy.preflight import Plan
 from deploy.system_prompts import resolve_system_prompt
+from engine.local import shut_down
 from engine.prompt import PromptBuilder
 from testing.chat_client import ChatClient
 from testing.servers import AppServer, Server, openai_server
@@ -117,7 +118,7 @@ async def engine_path(plan: Plan, loads: Loads) -> list[LoadResult]:
         return await measure_loads("engine", loads, watch, load)
     finally:
         watch.close()
-        llm.shutdown()
+        await shut_down(llm)
 
 
 async def _chat_round(urls: Sequence[str], chats: int, watch: ProcessWatch, path: str) -> Round:

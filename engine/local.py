@@ -31,7 +31,7 @@ from .backend import BackendDeadError, BackendStartError
 from .core_errors import CoreErrorLog, ended_processes
 from .errors import GenerationError
 
-__all__ = ["LocalBackend"]
+__all__ = ["LocalBackend", "shut_down"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,14 +100,18 @@ class LocalBackend:
         return "; ".join(known) or None
 
     async def close(self) -> None:
-        # vLLM's shutdown (in a thread) ends the core before it cancels the output handler,
-        # which then logs the core's end as a failure, with a traceback, on a clean stop.
-        handler: asyncio.Task[None] | None = getattr(self.llm, "output_handler", None)
-        if handler is not None:
-            handler.cancel()
-            await asyncio.wait({handler})
-        await asyncio.to_thread(self.llm.shutdown)
+        await shut_down(self.llm)
         _remove(self._errors)
+
+
+async def shut_down(llm: AsyncLLM) -> None:
+    """vLLM's shutdown, quietly: it ends the core before it cancels the output handler,
+    which then logs the core's end as a failure, with a traceback, on a clean stop."""
+    handler: asyncio.Task[None] | None = getattr(llm, "output_handler", None)
+    if handler is not None:
+        handler.cancel()
+        await asyncio.wait({handler})
+    await asyncio.to_thread(llm.shutdown)
 
 
 def _describe(exc: Exception, plan: Plan, errors: CoreErrorLog) -> str:
