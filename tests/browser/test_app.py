@@ -120,10 +120,9 @@ async def test_stop_button_ends_a_long_reply_and_frees_the_engine(
     app_server: AppServer, browser: Browser
 ) -> None:
     # On a 2-core machine the engine's processes and the page share two cores: the page
-    # can stay too busy rendering to take the click until the reply is over, or take it
-    # before the first text. Such a try says nothing about keeping what was written, so it
-    # is made again (at most 3 times); once the click lands mid-reply, every assertion
-    # below is strict.
+    # can stay too busy rendering to take the click until the reply is over. Such a try
+    # says nothing about keeping what was written, so it is made again (at most 3 times);
+    # once the click lands mid-reply, every assertion below is strict.
     for _ in range(3):
         if await stop_a_long_reply(app_server, browser):
             return
@@ -137,8 +136,12 @@ async def stop_a_long_reply(app_server: AppServer, browser: Browser) -> bool:
     await chat.page.fill("#chat-input", "写一篇很长的文章")
     # Playwright's key press waits for the busy page: press in the background and
     # watch the engine through the server.
+    mark = len(chat.events)
     sending = asyncio.create_task(chat.page.keyboard.press("Enter"))
     await app_server.wait_for_running(1, within_s=60)
+    # The click waits for the first text on the page's socket: an idle page takes a click
+    # within a few ms, before the first flush, and such a stop has nothing written to keep.
+    await chat.wait_for("stream_start", since=mark)
     try:
         # A DOM click event, as the browser delivers a real one; Playwright's click() also
         # waits for animation frames that a page busy rendering a fast stream rarely gives.
@@ -154,16 +157,13 @@ async def stop_a_long_reply(app_server: AppServer, browser: Browser) -> bool:
         await asyncio.sleep(0.01)
     await app_server.wait_for_running(0, within_s=1)  # freed within a second of the stop
     await sending
-    if not chat.named("stream_start"):  # stopped before the first text: nothing to keep
-        await chat.close()
-        return False
     await expect(chat.page.get_by_text("Task manually stopped.")).to_be_visible(timeout=60_000)
     partial = chat.assistant().filter(has_text="注意")
     await expect(partial).to_have_count(1, timeout=60_000)  # what was written stays
     # The first flush comes as stream_start's output, later ones as stream_token: a stop
     # that lands right after the first flush has no stream_token at all.
-    streamed = "".join(e[2]["output"] for e in chat.named("stream_start")) + "".join(
-        e[2]["token"] for e in chat.named("stream_token")
+    streamed = "".join(e[2]["output"] for e in chat.named("stream_start", mark)) + "".join(
+        e[2]["token"] for e in chat.named("stream_token", mark)
     )
     assert 0 < len(streamed) < longest
     assert await chat.page.get_by_text(STATS_LINE).count() == 0  # the reply never finished
