@@ -103,9 +103,13 @@ def _core_kv_gib(plan: Plan, placement: Placement) -> float | None:
     weights = weights_gib(plan.shape, plan.dtype)
     if hardware.cpu or weights is None:
         return None
-    device_gib = min(g.total_bytes for g in hardware.gpus) / GiB
-    core_gib = placement.share(plan.memory_share) * device_gib
+    core_gib = placement.share(plan.memory_share) * _device_gib(hardware)
     return core_gib - weights / placement.per_copy - ENGINE_MARGIN_GIB
+
+
+def _device_gib(hardware: Hardware) -> float:
+    """The smallest visible GPU's memory: every core's share is cut from it."""
+    return min(g.total_bytes for g in hardware.gpus) / GiB
 
 
 def _core_tokens(plan: Plan, count: int) -> int | None:
@@ -123,23 +127,22 @@ def default_engines(plan: Plan) -> tuple[int, str]:
     if hardware.cpu or settings.engine == "remote":
         return 1, "default: one core"
     weights = weights_gib(plan.shape, plan.dtype)
-    per_copy = settings.tensor_parallel_size * settings.pipeline_parallel_size
-    device_gib = min(g.total_bytes for g in hardware.gpus) / GiB
     if weights is None:
         return 1, "default: one core (the model's size is unknown)"
-    if weights / per_copy > SMALL_MODEL_SHARE * device_gib:
+    one, device_gib = Placement.of(settings, hardware, 1), _device_gib(hardware)
+    if weights / one.per_copy > SMALL_MODEL_SHARE * device_gib:
         return 1, "default: one core (the model is not small beside its GPU)"
-    groups = Placement.of(settings, hardware, 1).groups
-    wanted = min(2 * groups, hardware.cpus // CPUS_PER_CORE, settings.max_num_seqs)
-    fits = [k for k in range(2, wanted + 1) if _fits(plan, k)]
+    wanted = min(2 * one.groups, hardware.cpus // CPUS_PER_CORE, settings.max_num_seqs)
+    fits = [k for k in range(2, wanted + 1) if _holds(plan, _core_tokens(plan, k))]
     if not fits:
         return 1, f"default: one core ({hardware.cpus} CPU cores, or no room for two)"
-    small = f"{weights:.2f} GiB on {groups} x {device_gib:.0f} GiB GPU"
+    small = f"{weights:.2f} GiB on {one.groups} x {device_gib:.0f} GiB GPU"
     return fits[-1], f"default: two cores a GPU for a small model ({small}; docs/scaling.md)"
 
 
-def _fits(plan: Plan, count: int) -> bool:
-    tokens = _core_tokens(plan, count)
+def _holds(plan: Plan, tokens: int | None) -> bool:
+    """A core with KV room for ``tokens`` (None: unknown before loading) holds one request
+    of ``ERNIE_MAX_MODEL_LEN``."""
     return tokens is None or tokens >= plan.settings.max_model_len
 
 
@@ -154,9 +157,9 @@ def check_placement(plan: Plan) -> None:
         why = f"each core needs a request of {env_name('max_num_seqs')}={settings.max_num_seqs}"
         raise refuse("engines", count, why, f"use at most {settings.max_num_seqs}")
     tokens = _core_tokens(plan, count)
-    if tokens is None or tokens >= settings.max_model_len:
+    if _holds(plan, tokens):
         return
-    fits = [k for k in range(1, count) if _fits(plan, k)]
+    fits = [k for k in range(1, count) if _holds(plan, _core_tokens(plan, k))]
     raise refuse(
         "engines",
         count,
