@@ -27,8 +27,7 @@ RUN apt-get update \
 WORKDIR /app
 
 # The lock first, so a code change does not reinstall the packages. The code and the
-# packages belong to root: the app (uid 1000) cannot change them, only /data and the
-# entries Chainlit writes (its upload folder; the translations it adds).
+# packages belong to root: the app (uid 1000) can write only /data.
 COPY scripts/setup.sh scripts/
 COPY requirements.txt ./
 COPY requirements/ requirements/
@@ -43,9 +42,12 @@ ENV PIP_NO_CACHE_DIR=1 PIP_EXTRA_INDEX_URL=${PIP_EXTRA_INDEX_URL}
 RUN bash scripts/setup.sh "${TARGET}"
 
 COPY . .
-# /app: root's, group app may add entries, the sticky bit keeps others' files (the code)
-# from being removed or renamed: Chainlit makes and removes its .files there.
-RUN chown app:app .chainlit/translations && chown root:app /app && chmod 1775 /app
+# /app and everything in it: root's, not writable by the app (a module planted there would
+# be imported). Chainlit writes its other languages' translations on first start, and
+# makes its .files folder at import: both done here, as root (the app points Chainlit's
+# files at a private folder of its own at start: chat.compat).
+RUN .venv/bin/python -c "import chainlit.config as c; c.init_config()" \
+    && chmod -R go-w /app
 USER 1000:1000
 
 # The hub cache and vLLM's compile cache live on the /data volume: a restart does not

@@ -9,4 +9,4 @@ the handlers register with Chainlit when imported, and ``configure`` builds the 
 from chat import handlers
 from chat.runtime import configure
 
-configure(resume=handlers.resume_chat)
+configure(resume=handlers.resume_chat, reconnected=handlers.reconnected)

@@ -6,6 +6,8 @@ Usage::
                     [--paths engine app http [chainlit workers engines cores remote]]
                     [--workers 4] [--engines 2] [--engine-workers 2]
                     [--replicas 1] [--api-servers 1] [--vllm-url URL] [--out artifacts/bench]
+    python -m bench --shapes [at-connect back-to-back reconnect idle-tabs slow-reader]
+                    [--shape-chats 256] [--bursts 3] [--idle-tabs 4000] [--url URL]
 
 The model and engine settings are the app's (``ERNIE_*``, ``.env``). Prints a table and
 the ratios, and writes ``bench.json`` and ``bench.png`` into ``--out``. The paths named
@@ -15,6 +17,8 @@ only on request: ``chainlit`` (the app under ``chainlit run``, the developers' c
 engines at once, their ceiling: ``bench.cores``), ``remote`` (``--replicas`` apps with
 ``ERNIE_ENGINE=remote`` on one ``vllm serve --api-server-count --api-servers``).
 CPU is counted for every serving process: the app's tree, the group's, vLLM's server.
+``--shapes`` runs the load shapes (``bench.shapes``) on the app as ``python -m serve``
+starts it, and no path unless ``--paths`` names some.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from .paths import (
     vllm_server,
 )
 from .report import comparisons, table, write_chart, write_json
+from .shapes import SHAPES, run_shapes, shapes_table
 
 PATHS = ("engine", "app", "http", "chainlit", "workers", "engines", "cores", "remote")  # 5 by name
 
@@ -56,7 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rounds", type=int, default=1, help="each load this many times in a row (summed)"
     )
-    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS[:3]))
+    parser.add_argument("--paths", nargs="+", choices=PATHS)
+    parser.add_argument("--shapes", nargs="*", choices=SHAPES, help="default: every shape")
+    parser.add_argument("--shape-chats", type=int, default=256, help="chats of each shape")
+    parser.add_argument("--bursts", type=int, default=3, help="the back-to-back bursts")
+    parser.add_argument("--idle-tabs", type=int, default=4000, help="the idle-tabs shape's")
+    parser.add_argument("--url", help="the shapes' app, already running; default: start one")
     parser.add_argument("--workers", type=int, default=4, help="the workers path's group")
     parser.add_argument("--engines", type=int, default=2, help="the engines and cores paths' cores")
     parser.add_argument(
@@ -125,6 +135,10 @@ async def _run(plan: Plan, args: argparse.Namespace) -> tuple[list[LoadResult], 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.shapes is not None and not args.shapes:
+        args.shapes = list(SHAPES)
+    if args.paths is None:
+        args.paths = [] if args.shapes else list(PATHS[:3])
     try:
         plan = preflight(load_settings()).alone()  # the engine path: one core in-process
     except SettingsError as exc:
@@ -133,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     results, cold = asyncio.run(_run(plan, args))
+    shapes = []
+    if args.shapes:
+        sizes = {"chats": args.shape_chats, "bursts": args.bursts, "tabs": args.idle_tabs}
+        shapes = asyncio.run(run_shapes(args.shapes, logs=args.out, url=args.url, **sizes))
     settings = plan.settings
     meta = {
         "command": " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])]),
@@ -146,11 +164,15 @@ def main(argv: list[str] | None = None) -> int:
         "prompt_chars": len(PROMPT),
         "reply_tokens": args.reply_tokens,
     }
-    print(table(results + cold))
+    if results:
+        print(table(results + cold))
     for row in comparisons(results, cold):
         print(json.dumps(row, ensure_ascii=False))
-    write_json(args.out / "bench.json", meta, results, cold)
-    write_chart(args.out / "bench.png", results, f"{meta['machine']}: {settings.model}")
+    if shapes:
+        print(shapes_table(shapes))
+    write_json(args.out / "bench.json", meta | {"shapes": shapes}, results, cold)
+    if results:
+        write_chart(args.out / "bench.png", results, f"{meta['machine']}: {settings.model}")
     print(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.png'}", file=sys.stderr)
     return 0
 

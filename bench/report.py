@@ -8,7 +8,7 @@ from typing import Any
 
 from .measure import LoadResult
 
-__all__ = ["comparisons", "table", "write_chart", "write_json"]
+__all__ = ["columns", "comparisons", "table", "write_chart", "write_json"]
 
 # ERNIE_ENGINES' targets on one GPU (the issue): tok/s against the single engine, by chats.
 ENGINES_TARGETS = {64: 1.2, 256: 1.4, 512: 2.6}
@@ -27,11 +27,16 @@ COLUMNS = (
 
 
 def table(results: list[LoadResult]) -> str:
-    rows = [[label for _, label in COLUMNS]]
-    rows += [[str(getattr(r, key)) for key, _ in COLUMNS] for r in results]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    return columns([r.as_dict() for r in results], COLUMNS)
+
+
+def columns(rows: list[dict[str, Any]], named: tuple[tuple[str, str], ...]) -> str:
+    """``rows`` as a text table of the ``named`` (key, label) columns."""
+    lines = [[label for _, label in named]]
+    lines += [[str(row[key]) for key, _ in named] for row in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(named))]
     return "\n".join(
-        "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
+        "  ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True)) for line in lines
     )
 
 

@@ -1,4 +1,4 @@
-"""Work around two Chainlit defects that hurt an app with an engine in its process.
+"""Work around Chainlit defects that hurt an app with an engine in its process.
 
 * Chainlit's package ``__getattr__`` raises ``KeyError`` for unknown names where Python
   requires ``AttributeError`` (Chainlit#2499). PyTorch's inductor probes modules with
@@ -12,16 +12,35 @@
   merged). ``drop_blocking_sleep("chainlit.message", "chainlit.step")`` gives those modules a
   ``time`` without the sleep; their timestamps keep the clock's microseconds, so steps
   built one after another still sort in order.
+* Chainlit keeps uploads in ``.files`` beside the app's code and removes that folder at
+  exit, so the code's folder had to be writable by the app (the image's ``/app``: a
+  planted ``uvloop.py`` there would be imported). The app takes no uploads:
+  ``private_files_folder()`` points Chainlit at a folder of this process's own instead.
+* Chainlit keeps every message of a chat in its context for the session's life.
+  ``trim_chat_context(keep)`` drops the oldest past ``keep`` (the model's history is the
+  app's own record, ``chat.conversation``; the context only serves edits of recent ones).
 """
 
 from __future__ import annotations
 
 import importlib
+import tempfile
 import time
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["drop_blocking_sleep", "guard_module_getattr"]
+import chainlit.config
+import chainlit.server
+from chainlit.chat_context import chat_contexts
+from chainlit.context import context
+
+__all__ = [
+    "drop_blocking_sleep",
+    "guard_module_getattr",
+    "private_files_folder",
+    "trim_chat_context",
+]
 
 
 def guard_module_getattr(module: ModuleType) -> None:
@@ -64,3 +83,21 @@ def drop_blocking_sleep(*module_names: str) -> None:
         module = importlib.import_module(name)
         if getattr(module, "time", None) is time:
             module.time = _TIME_WITHOUT_SLEEP  # type: ignore[attr-defined]
+
+
+def private_files_folder() -> Path:
+    """Chainlit's files folder moved to a new private one (idempotent); the folder."""
+    current = Path(chainlit.server.FILES_DIRECTORY)  # type: ignore[attr-defined]
+    if current.name.startswith("ernie-chainlit-files-"):
+        return current
+    folder = Path(tempfile.mkdtemp(prefix="ernie-chainlit-files-"))
+    chainlit.config.FILES_DIRECTORY = folder  # read by sessions when they start
+    chainlit.server.FILES_DIRECTORY = folder  # type: ignore[attr-defined]  # removed at exit
+    return folder
+
+
+def trim_chat_context(keep: int) -> None:
+    """Keep only this chat's last ``keep`` messages in Chainlit's context."""
+    messages = chat_contexts.get(context.session.id)
+    if messages is not None and len(messages) > keep:
+        del messages[:-keep]

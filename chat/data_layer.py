@@ -4,9 +4,13 @@ A client chooses some of the ids Chainlit stores: the websocket's ``auth.threadI
 becomes a thread's id, a message's id becomes a step's. Chainlit's layer pastes the
 user's thread ids into the text of one query (``get_all_user_threads``), so a thread id
 such as ``x') UNION SELECT ...`` read other users' chats. Here every thread, step,
-element, feedback and user id is refused unless it is a UUID, at every entry point, and
-that query is built with bound parameters (``chat.thread_query``); the SQLite schema
-checks the shape of ids too (``chat.history``), and PostgreSQL's columns are UUIDs.
+element, feedback and user id is refused unless it is a UUID in its canonical
+lower-case form, at every entry point (SQLite compares text: an upper-case copy of another
+user's thread id was a thread of its own there), and that query is built with bound
+parameters (``chat.thread_query``); the SQLite schema checks the shape of ids too
+(``chat.history``), and PostgreSQL's columns are UUIDs. A step may be written only into a
+chat of the user writing it, and only where it already belongs; a chat's name (Chainlit
+takes its first message) is cut to ``THREAD_NAME_CHARS``.
 
 Usage::
 
@@ -19,15 +23,24 @@ import logging
 import uuid
 from typing import Any
 
+from chainlit.context import context_var
 from chainlit.data.sql_alchemy import SQLAlchemyDataLayer
 from chainlit.types import Feedback, ThreadDict
 
-from .addresses import REQUEST_USER
+from .access.peers import REQUEST_USER
 from .thread_query import user_threads
 
-__all__ = ["HistoryAccessError", "HistoryIdError", "SafeDataLayer", "checked_id"]
+__all__ = [
+    "THREAD_NAME_CHARS",
+    "HistoryAccessError",
+    "HistoryIdError",
+    "SafeDataLayer",
+    "checked_id",
+]
 
 logger = logging.getLogger(__name__)
+
+THREAD_NAME_CHARS = 200  # the sidebar shows a line of it
 
 
 class HistoryIdError(ConnectionRefusedError, ValueError):
@@ -43,12 +56,13 @@ class HistoryAccessError(PermissionError):
 
 
 def checked_id(value: Any, what: str) -> str:
-    """``value`` if it is a UUID in its canonical text form; else ``HistoryIdError``."""
+    """``value`` if it is a UUID in its canonical lower-case text form; else
+    ``HistoryIdError``."""
     try:
         canonical = str(uuid.UUID(str(value)))
     except ValueError:
         canonical = None
-    if not isinstance(value, str) or canonical != value.lower():
+    if not isinstance(value, str) or canonical != value:
         logger.warning("history: refused a %s id that is not a UUID: %.80r", what, value)
         raise HistoryIdError(f"{what} id is not a UUID")
     return value
@@ -75,6 +89,8 @@ class SafeDataLayer(SQLAlchemyDataLayer):
     async def update_thread(self, thread_id: str, *args: Any, **kwargs: Any) -> None:
         checked_id(thread_id, "thread")
         _optional(kwargs.get("user_id"), "user")
+        if isinstance(kwargs.get("name"), str):
+            kwargs["name"] = kwargs["name"][:THREAD_NAME_CHARS]
         await super().update_thread(thread_id, *args, **kwargs)
 
     async def delete_thread(self, thread_id: str) -> None:
@@ -84,10 +100,21 @@ class SafeDataLayer(SQLAlchemyDataLayer):
         checked_id(step_dict.get("id"), "step")
         thread = checked_id(step_dict.get("threadId"), "thread")
         _optional(step_dict.get("parentId"), "step")
-        # A message's id is the client's choice: it may not take over another chat's step.
-        if await self._thread_of("steps", step_dict["id"]) not in (None, thread.lower()):
+        # A message's id is the client's choice: it may not take over another chat's step,
+        # nor write into another user's chat.
+        if await self._thread_of("steps", step_dict["id"]) not in (None, thread):
             raise HistoryAccessError("this step belongs to another chat")
+        author = await self._author_of(thread)
+        if author is not None and author != _session_user():
+            raise HistoryAccessError("this chat is not the user's")
         await super().create_step(step_dict)
+
+    async def _author_of(self, thread_id: str) -> str | None:
+        """The identifier of the chat's user (None: no such chat yet, or no user)."""
+        query = 'SELECT "userIdentifier" FROM threads WHERE "id" = :id'
+        rows = await self.execute_sql(query=query, parameters={"id": thread_id})
+        found = rows[0]["userIdentifier"] if isinstance(rows, list) and rows else None
+        return None if found is None else str(found)
 
     async def delete_step(self, step_id: str) -> None:
         await super().delete_step(checked_id(step_id, "step"))
@@ -112,7 +139,7 @@ class SafeDataLayer(SQLAlchemyDataLayer):
         """The chat a step or a feedback belongs to (None: there is no such row)."""
         query = f'SELECT "threadId" FROM {table} WHERE "id" = :id'
         rows = await self.execute_sql(query=query, parameters={"id": checked_id(row_id, table)})
-        return str(rows[0]["threadId"]).lower() if isinstance(rows, list) and rows else None
+        return str(rows[0]["threadId"]) if isinstance(rows, list) and rows else None
 
     async def _require_owner(self, thread_id: str | None) -> None:
         """The signed-in user of this request owns ``thread_id`` (Chainlit checks no
@@ -135,3 +162,10 @@ class SafeDataLayer(SQLAlchemyDataLayer):
     async def delete_element(self, element_id: str, thread_id: str | None = None) -> None:
         checked_id(element_id, "element")
         await super().delete_element(element_id, _optional(thread_id, "thread"))
+
+
+def _session_user() -> str | None:
+    """The signed-in user of the chat whose socket writes (steps come from chats)."""
+    current = context_var.get(None)
+    user = getattr(current.session, "user", None) if current is not None else None
+    return getattr(user, "identifier", None)

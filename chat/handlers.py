@@ -1,14 +1,17 @@
 """The chat's handlers, as the UI sees them: a chat opens, a message arrives, a reply
-streams, the stop button, a closed tab, the settings panel.
+streams, the stop button, a closed tab or a dropped socket, the settings panel.
 
 Each handler reads the chat's state, calls the engine, and renders; what a reply looks
-like is ``chat.streaming``, the words are ``chat.render`` and the translations.
+like is ``chat.streaming``, the words are ``chat.render`` and the translations. A message
+reaches ``answer`` only once the front door admitted it (``chat.access.admission``), and
+whichever of ``start_chat`` and ``answer`` runs first sets the chat up (``this_chat``):
+the order events arrive in is not theirs to rely on (``chat.arrival``). Every handler
+reports what it did not expect (``chat.failures``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import chainlit as cl
@@ -17,14 +20,17 @@ from chainlit.types import ThreadDict
 from engine import ChatOptions, EngineFailedError, EngineRestartingError, MessageRefusedError
 
 from . import lifecycle, metrics
+from .compat import trim_chat_context
 from .conversation import Conversation
+from .failures import reported, send_error
 from .i18n import DEFAULT_LANGUAGE, strings_for, t
-from .limits import LimitExceededError
 from .panel import PanelValueError, options_from
 from .runtime import runtime
-from .streaming import announce_engine, send_error, stream_reply
+from .streaming import announce_engine, stream_reply
 
-__all__ = ["resume_chat"]
+__all__ = ["reconnected", "resume_chat"]
+
+CONTEXT_KEPT = 100  # messages of Chainlit's context a chat keeps (edits of recent ones)
 
 
 @cl.on_app_startup
@@ -44,14 +50,25 @@ async def starters(user: Any = None, language: str | None = None) -> list[cl.Sta
 
 
 @cl.on_chat_start
+@reported
 async def start_chat() -> None:
-    open_chat(Conversation(runtime().seal))
+    this_chat()
 
 
+@reported
 async def resume_chat(thread: ThreadDict) -> None:
     """A chat from the history: what it recorded becomes the model's history again
     (registered only when the history is on: ``chat.history``)."""
     open_chat(Conversation.restore(thread["steps"], runtime().seal))
+
+
+def this_chat() -> Conversation:
+    """This chat's conversation, set up on first use (once, by whichever comes first)."""
+    conversation: Conversation | None = cl.user_session.get("conversation")
+    if conversation is None:
+        conversation = Conversation(runtime().seal)
+        open_chat(conversation)
+    return conversation
 
 
 def open_chat(conversation: Conversation) -> None:
@@ -66,6 +83,7 @@ def open_chat(conversation: Conversation) -> None:
 
 
 @cl.on_settings_update
+@reported
 async def update_settings(values: dict[str, Any]) -> None:
     try:
         cl.user_session.set("options", options_from(values, runtime().engine))
@@ -74,26 +92,18 @@ async def update_settings(values: dict[str, Any]) -> None:
 
 
 @cl.on_message
+@reported
 async def answer(message: cl.Message) -> None:
-    metrics.MESSAGES.inc()
-    rt = runtime()
-    conversation: Conversation = cl.user_session.get("conversation")
+    conversation = this_chat()
     conversation.rewind_to(message.id)  # an edited message answers again from there
     if message.elements:  # a text model: say so, and answer the text
         await cl.Message(content=t("files_ignored")).send()
-    user = limited_user()
     try:
-        rt.limits.admit(user, now=time.monotonic())  # every message counts, refused or not
-    except LimitExceededError as exc:
-        await send_error(exc)
-        return
-    try:
-        text = rt.engine.check_message(message.content)
-        await answer_when_ready(message.id, text, conversation)
-    except MessageRefusedError as exc:
+        await answer_when_ready(message.id, message.content, conversation)
+    except MessageRefusedError as exc:  # too many tokens (the front door counted chars)
         await send_error(exc)
     finally:
-        rt.limits.done(user)
+        trim_chat_context(CONTEXT_KEPT)
 
 
 async def answer_when_ready(message_id: str, text: str, conversation: Conversation) -> None:
@@ -108,33 +118,40 @@ async def answer_when_ready(message_id: str, text: str, conversation: Conversati
         # wait() neither re-raises the announcer's end (cancelled when a socket dropped
         # and the chat was restored) nor cancels it if this message is stopped.
         await asyncio.wait({announcer})
-    options = cl.user_session.get("options")
+    options = cl.user_session.get("options") or ChatOptions()
     await stream_reply(engine, message_id, text, conversation, options)
 
 
-def limited_user() -> str:
-    """Whom the per-user limits count: the signed-in user, else the client's address
-    (a new tab is no new allowance; a trusted proxy's forwarded address counts)."""
-    user = cl.user_session.get("user")
-    if user:
-        return f"user:{user.identifier}"
-    environ = getattr(cl.context.session, "environ", None) or {}
-    return f"address:{runtime().trust.address_of_environ(environ)}"
-
-
 @cl.on_stop
+@reported
 async def stop_reply() -> None:
     metrics.STOPS.inc()
     await abort_current_reply()
 
 
 @cl.on_chat_end
+@reported
 async def end_chat() -> None:
+    """A closed tab or a dropped socket: the engine is freed at once (a reply stopped so
+    says why when the socket comes back: ``reconnected``)."""
     metrics.CHATS_OPEN.dec()
-    await abort_current_reply()  # a closed tab or dropped socket frees the engine at once
+    cl.user_session.set("dropped", True)
+    cl.user_session.set("lost_request", cl.user_session.get("request_id"))
+    await abort_current_reply()
     announcer = cl.user_session.get("announcer")
     if announcer is not None:
         announcer.cancel()
+
+
+async def reconnected() -> None:
+    """The chat's socket came back (``chat.arrival``): the chat is open again, and a reply
+    that ended while it was gone is shown in its final form."""
+    metrics.CHATS_OPEN.inc()
+    cl.user_session.set("dropped", False)
+    missed: cl.Message | None = cl.user_session.get("undelivered")
+    if missed is not None:
+        cl.user_session.set("undelivered", None)
+        await missed.update()
 
 
 async def abort_current_reply() -> None:

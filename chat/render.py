@@ -6,7 +6,6 @@ language (``chat.i18n``) and returns text, so every word a user reads is unit-te
 
 from __future__ import annotations
 
-import logging
 import math
 
 from engine import (
@@ -20,14 +19,13 @@ from engine import (
     ReplyEnd,
 )
 
+from .access.limits import LimitExceededError
+from .errors import MalformedMessageError
 from .i18n import Strings
-from .limits import LimitExceededError
 from .markdown import fix_cjk_emphasis
 from .panel import PanelValueError
 
 __all__ = ["engine_notes", "error_text", "final_reply", "footer", "loading_text"]
-
-logger = logging.getLogger(__name__)
 
 
 def loading_text(status: EngineStatus, t: Strings) -> str:
@@ -58,15 +56,16 @@ def engine_notes(status: EngineStatus, t: Strings, *, loaded_now: bool, demo: bo
     return notes
 
 
-def footer(end: ReplyEnd | None, t: Strings, *, reply_budget: int) -> str:
-    """Notes on how the reply ended, and its stats, as a small italic line."""
+def footer(end: ReplyEnd | None, t: Strings, *, reply_budget: int, lost: bool = False) -> str:
+    """Notes on how the reply ended, and its stats, as a small italic line (``lost``: it
+    was stopped because the chat's connection dropped)."""
     if end is None:
         return ""
     notes = []
     if end.finish_reason == "length":
         notes.append(t("cut_by_length", max_tokens=reply_budget))
     elif end.finish_reason == "abort":
-        notes.append(t("stopped"))
+        notes.append(t("stopped_connection_lost" if lost else "stopped"))
     if end.dropped_turns:
         notes.append(t("dropped_turns", count=end.dropped_turns))
     stats = end.stats
@@ -82,13 +81,16 @@ def footer(end: ReplyEnd | None, t: Strings, *, reply_budget: int) -> str:
     return "\n\n" + "\n".join(f"*{note}*  " for note in notes)
 
 
-def final_reply(text: str, end: ReplyEnd | None, t: Strings, *, reply_budget: int) -> str:
+def final_reply(
+    text: str, end: ReplyEnd | None, t: Strings, *, reply_budget: int, lost: bool = False
+) -> str:
     """The reply as it stays in the chat: emphasis that renders, then its footer."""
-    return fix_cjk_emphasis(text) + footer(end, t, reply_budget=reply_budget)
+    return fix_cjk_emphasis(text) + footer(end, t, reply_budget=reply_budget, lost=lost)
 
 
-def error_text(exc: Exception, t: Strings) -> str:
-    """Words for the user; the detail goes to the log."""
+def error_text(exc: Exception, t: Strings) -> str | None:
+    """Words for the user; None for an error the app did not expect (``chat.failures``
+    reports it, and the user gets its reference)."""
     if isinstance(exc, LimitExceededError):
         if exc.limit == "busy":
             return t("busy", limit=exc.value)
@@ -108,5 +110,6 @@ def error_text(exc: Exception, t: Strings) -> str:
         return t("generation_failed")
     if isinstance(exc, PanelValueError):
         return t("settings_refused", name=t(exc.name))
-    logger.error("unexpected error while answering", exc_info=exc)
-    return t("unexpected_error")
+    if isinstance(exc, MalformedMessageError):
+        return t("refused_malformed")
+    return None

@@ -1,9 +1,12 @@
 """The operations endpoints on Chainlit's server: ``/healthz``, ``/readyz``, ``/metrics``.
 
 Thin routes over the engine's status and the metrics registry (vLLM's and the app's,
-``chat.metrics``). With ``ERNIE_OPS_TOKEN`` set, ``/metrics`` and the detail of
-``/readyz`` (model path, settings, capacity) need ``Authorization: Bearer <token>``;
-``/readyz``'s status code and state, and ``/healthz``, stay open for load balancers.
+``chat.metrics``). ``/metrics`` and the detail of ``/readyz`` (model path, settings,
+capacity) are for the operator: with ``ERNIE_OPS_TOKEN`` set they need
+``Authorization: Bearer <token>``; without it they answer only the machine itself (a
+visitor from a loopback address, as ``chat.access.peers`` knows visitors: through a
+proxy, the one the proxy names). ``/readyz``'s status code and state, and ``/healthz``,
+stay open for load balancers.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from fastapi.responses import JSONResponse, Response
 from engine import ChatEngine, EngineState
 
 from . import metrics
+from .access.peers import ProxyTrust, is_loopback
 
 __all__ = ["register"]
 
@@ -42,28 +46,29 @@ def readiness(engine: ChatEngine) -> tuple[int, dict[str, Any]]:
     return 200, body
 
 
-def _authorized(request: Request, token: bytes | None) -> bool:
-    """No token set, or the request carries it (compared in constant time)."""
+def _authorized(request: Request, token: bytes | None, trust: ProxyTrust) -> bool:
+    """The request carries the token (compared in constant time); no token set: it comes
+    from the machine itself."""
     if token is None:
-        return True
+        return is_loopback(trust.address(request.scope))
     given = request.headers.get("authorization", "").removeprefix("Bearer ").encode()
     return hmac.compare_digest(given, token)
 
 
-def register(engine: ChatEngine, token: bytes | None) -> None:
+def register(engine: ChatEngine, token: bytes | None, trust: ProxyTrust) -> None:
     """Add the routes ahead of Chainlit's catch-all page route (which shadows routes
     added after it); idempotent."""
 
     async def readyz(request: Request) -> JSONResponse:
         """The engine's readiness (``readiness``); the detail only with the token."""
         code, body = readiness(engine)
-        if not _authorized(request, token):
+        if not _authorized(request, token, trust):
             body = {"state": body["state"]}
         return JSONResponse(body, status_code=code)
 
     async def prometheus_metrics(request: Request) -> Response:
         """vLLM's engine metrics and the app's, in Prometheus' text format."""
-        if not _authorized(request, token):
+        if not _authorized(request, token, trust):
             return JSONResponse({"detail": "a bearer token is needed"}, status_code=401)
         return Response(metrics.exposition(), media_type=metrics.CONTENT_TYPE)
 

@@ -20,18 +20,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import chainlit as cl
+from chainlit.config import config
 from chainlit.types import ThreadDict
 
 from deploy.settings import AUTH_SECRET, Settings, SettingsError
 from engine import ChatEngine, joined
 
-from . import auth, guards, history, origins, routes, sessions
-from .addresses import ProxyTrust
-from .compat import drop_blocking_sleep, guard_module_getattr
+from . import arrival, history, routes
+from .access import admission, guards, origins, sessions, sign_in
+from .access.hosts import AllowedHosts
+from .access.limits import UserLimits
+from .access.peers import ProxyTrust
+from .access.sessions import ChatCount, OpenChats
+from .access.shared_limits import LIMITS_FILE, SharedChatCount, SharedUserLimits
+from .compat import drop_blocking_sleep, guard_module_getattr, private_files_folder
 from .conversation import Seal
-from .limits import UserLimits
-from .sessions import ChatCount, OpenChats
-from .shared_limits import LIMITS_FILE, SharedChatCount, SharedUserLimits
 
 __all__ = ["Runtime", "configure", "runtime"]
 
@@ -51,7 +54,7 @@ class Runtime:
 def proxy_trust(settings: Settings) -> ProxyTrust:
     """The proxy whose forwarded addresses count: the one that sends the shared secret."""
     if settings.auth_proxy_secret is None:
-        return ProxyTrust(None, None)
+        return ProxyTrust.none()
     header = settings.auth_proxy_secret_header.lower().encode()
     return ProxyTrust(header, settings.auth_proxy_secret.get_secret_value().encode())
 
@@ -87,14 +90,24 @@ def runtime() -> Runtime:
     return _current
 
 
-def configure(*, resume: Callable[[ThreadDict], Awaitable[None]]) -> Runtime:
+def configure(
+    *,
+    resume: Callable[[ThreadDict], Awaitable[None]],
+    reconnected: Callable[[], Awaitable[None]],
+) -> Runtime:
     """Build the engine from the settings and register sign-in, history and routes;
     idempotent (``chainlit run -w`` imports app.py again: the engine stays one)."""
     global _current
+    os.umask(0o077)  # the history, the logs, the caches: the app's user's alone
+    # ``chainlit run``'s uvicorn would take X-Forwarded-For from any local client as the
+    # visitor's address; who a visitor is, is chat.access.peers' to say (serve.web turns
+    # the rewrite off itself).
+    os.environ["FORWARDED_ALLOW_IPS"] = ""
     # Before the engine starts: Chainlit's lazy __getattr__ breaks PyTorch's compiler.
     guard_module_getattr(cl)
     # Chainlit sleeps 1 ms, blocking, in every Message and Step it builds (see compat).
     drop_blocking_sleep("chainlit.message", "chainlit.step")
+    private_files_folder()  # not beside the code: the code's folder is read-only
     try:
         engine = ChatEngine.shared()
     except SettingsError as exc:  # one line naming the setting, then stop
@@ -103,7 +116,7 @@ def configure(*, resume: Callable[[ThreadDict], Awaitable[None]]) -> Runtime:
     settings = engine.settings
     if _current is None or _current.engine is not engine:
         limits, chats = _limits(settings)
-        signed_in = auth.register(settings)
+        signed_in = sign_in.register(settings)
         # Without sign-in no one owns a chat, so none is kept.
         url = settings.history_url if signed_in else None
         if url is not None:
@@ -111,8 +124,12 @@ def configure(*, resume: Callable[[ThreadDict], Awaitable[None]]) -> Runtime:
         _current = Runtime(engine, limits, url, _seal(), proxy_trust(settings))
         if not signed_in:  # signed-in users are accountable; anonymous addresses capped
             sessions.register(_current.trust, settings.max_chats_per_address, chats)
+    trust = _current.trust
+    arrival.register(on_reconnect=reconnected)
+    admission.register(admission.Admission(engine.check_message, _current.limits, trust))
     origins.register(settings.origin_list)
-    guards.register(_current.trust)
+    hosts = AllowedHosts.of(str(config.run.host), settings.allowed_host_list)
+    guards.register(trust, hosts, settings.max_message_chars, settings.socket_timeout_s)
     token = settings.ops_token.get_secret_value().encode() if settings.ops_token else None
-    routes.register(engine, token)
+    routes.register(engine, token, trust)
     return _current

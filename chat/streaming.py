@@ -22,18 +22,14 @@ from engine import (
 
 from . import metrics
 from .conversation import Conversation
+from .failures import send_error
 from .i18n import chat_strings, t
 from .panel import send_settings_panel
-from .render import engine_notes, error_text, final_reply, loading_text
+from .render import engine_notes, final_reply, loading_text
 
-__all__ = ["announce_engine", "send_error", "stream_reply"]
+__all__ = ["announce_engine", "stream_reply"]
 
 LOADING_REFRESH_S = 1.0
-
-
-async def send_error(exc: Exception) -> None:
-    metrics.ERRORS.labels(kind=type(exc).__name__).inc()
-    await cl.ErrorMessage(content=error_text(exc, chat_strings())).send()
 
 
 async def announce_engine(engine: ChatEngine) -> None:
@@ -100,11 +96,14 @@ async def stream_reply(
         metrics.REPLYING.dec()
         cl.user_session.set("request_id", None)
     reply.metadata = conversation.record(message_id, text, reply.content)  # for the history
-    await _finish(reply, thinking, end, options.reply_budget(engine.settings))
+    lost = cl.user_session.get("lost_request") == request_id  # stopped by a dropped socket
+    await _finish(reply, thinking, end, options.reply_budget(engine.settings), lost=lost)
+    if cl.user_session.get("dropped"):  # sent to a socket that is gone: show it on return
+        cl.user_session.set("undelivered", reply)
 
 
 async def _finish(
-    reply: cl.Message, thinking: cl.Message, end: ReplyEnd | None, budget: int
+    reply: cl.Message, thinking: cl.Message, end: ReplyEnd | None, budget: int, *, lost: bool
 ) -> None:
     """The reply's last form: a note when the model wrote no text, then the footer."""
     if not reply.streaming:
@@ -112,5 +111,6 @@ async def _finish(
         if end is not None and end.finish_reason != "abort":
             # The model wrote only tokens without text (special ones): say so.
             await reply.stream_token(t("no_text"))
-    reply.content = final_reply(reply.content, end, chat_strings(), reply_budget=budget)
+    strings = chat_strings()
+    reply.content = final_reply(reply.content, end, strings, reply_budget=budget, lost=lost)
     await reply.send()

@@ -55,6 +55,12 @@ class AccessSettings(RecordedSettings):
         description="Other web origins that may use the chat from a browser, comma-separated "
         "(e.g. https://portal.example.com); unset: the app's own origin only.",
     )
+    allowed_hosts: str | None = Field(
+        None,
+        description="Host names the app answers to, comma-separated (e.g. chat.example.com); "
+        "unset: the address it listens on and localhost, or any name when it listens on all "
+        "addresses (0.0.0.0). A guard against DNS rebinding.",
+    )
     ops_token: SecretStr | None = Field(
         None,
         description="Bearer token /metrics and the detail of /readyz need; unset: open.",
@@ -70,6 +76,19 @@ class AccessSettings(RecordedSettings):
     user_max_replies: int = Field(2, ge=1, description="Replies one user may run at once.")
     max_chats_per_address: int = Field(
         50, ge=1, description="Chats one client address may hold open without sign-in."
+    )
+    max_connections_per_address: int = Field(
+        256,
+        ge=8,
+        description="Connections one client address may hold open at a group's HAProxy "
+        "(idle ones too), so a flood from one address cannot starve the others.",
+    )
+    socket_timeout_s: float = Field(
+        40,
+        ge=4,
+        le=600,
+        description="How long a chat's socket may go without answering the server's ping "
+        "(a page that stopped reading) before it is closed and its reply stopped.",
     )
     max_replies: int | None = Field(
         None,
@@ -94,6 +113,19 @@ class AccessSettings(RecordedSettings):
     @property
     def origin_list(self) -> list[str]:
         return self.allowed_origins.split(",") if self.allowed_origins else []
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _check_hosts(cls, value: str | None) -> str | None:
+        hosts = [h.strip().lower() for h in (value or "").split(",") if h.strip()]
+        for host in hosts:
+            if "/" in host or "@" in host or " " in host:
+                raise ValueError(f"{host!r} is not a host name such as chat.example.com")
+        return ",".join(hosts) or None
+
+    @property
+    def allowed_host_list(self) -> list[str]:
+        return self.allowed_hosts.split(",") if self.allowed_hosts else []
 
     @field_validator("history_url")
     @classmethod

@@ -3,7 +3,7 @@
 Usage::
 
     database_url("sqlite:///history.db")     # -> sqlite+aiosqlite:///history.db
-    redact("postgresql://u:pw@db/chat")      # -> postgresql://u:***@db/chat
+    redact("postgresql://u:pw@db/chat")      # -> postgresql://***@db/chat
 """
 
 from __future__ import annotations
@@ -44,17 +44,12 @@ def database_url(url: str) -> str:
 
 
 def redact(url: str) -> str:
-    """``url`` without its password, for logs (any URL: a database's, a server's)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:  # not a database URL: hide any user information it carries
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        netloc = f"{parts.username or ''}:***@{parts.hostname}" + (
-            f":{parts.port}" if parts.port else ""
-        )
-        return urlunsplit(parts._replace(netloc=netloc))
+    """``url`` without its user information (name and password), for logs and errors (any
+    URL: a database's, a server's)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
 
 
 def redact_setting(value: object) -> str:

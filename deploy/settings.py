@@ -214,6 +214,13 @@ class Settings(AccessSettings):
         urls = [url.strip().rstrip("/") for url in value.split(",") if url.strip()]
         for url in urls:
             parsed = urlsplit(url)
+            if "@" in parsed.netloc:
+                # The URL would reach logs, errors and /readyz: the key has a field of its own.
+                raise ValueError(
+                    f"a server URL may not carry a user name or password: drop them and set "
+                    f"{env_name('remote_api_key')} to the key vllm serve was started with "
+                    f"(--api-key)"
+                )
             if parsed.scheme not in ("http", "https") or not parsed.hostname:
                 raise ValueError(f"{url!r} is not an http(s) URL such as http://gpu-1:8000")
         return ",".join(urls)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
-from .web import configure_logging
+from .web import configure_logging, raise_open_files
 
 logger = logging.getLogger("serve")
 
@@ -29,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    os.umask(0o077)  # the log, the history, the caches: this user's alone
+    raise_open_files()
     from deploy.loading import load_settings
     from deploy.settings import SettingsError
 
@@ -49,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     if plan.workers == 1 and plan.engines == 1:
         from .web import serve_app
 
-        serve_app(args.host, args.port)
+        serve_app(settings, (args.host, args.port))
         return 0
     from .group import Group
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from pydantic import SecretStr
 from setproctitle import setproctitle
 
-from chat.shared_limits import LIMITS_FILE, forget
+from chat.access.shared_limits import LIMITS_FILE, forget
 from deploy.preflight import Plan
 from engine.download import Download, DownloadError, fetch_model
 from engine.shared_core import SharedCore, join, launch_shared_core
@@ -63,14 +63,16 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def run_worker(plan: Plan, core: SharedCore | None, slot: Slot, folder: Path) -> None:
+def run_worker(
+    plan: Plan, core: SharedCore | None, slot: Slot, folder: Path, public_host: str
+) -> None:
     """A worker's process: front end ``slot.index`` of its core, serving on ``slot.port``."""
     setproctitle(f"{WORKER_TITLE} {slot.number}")  # what ps and top show
     configure_logging(plan.settings)
     if slot.index > 0:  # its core's first worker reports the capacity, warm-up and ready
         logging.getLogger("engine.supervisor").setLevel(logging.WARNING)
     join(plan, core, slot.index, folder, worker=slot.number)
-    serve_app("127.0.0.1", slot.port)
+    serve_app(plan.settings, ("127.0.0.1", slot.port), public_host=public_host)
 
 
 class Group:
@@ -89,7 +91,9 @@ class Group:
         settings = plan.settings
         own = settings.auth_proxy_secret is None  # else an outer proxy proves addresses
         secret = secrets.token_hex(32) if own else None
-        self.forwarding = Forwarding(settings.auth_proxy_secret_header, secret)
+        self.forwarding = Forwarding(
+            settings.auth_proxy_secret_header, secret, settings.max_connections_per_address
+        )
         self._stopping = False
 
     def worker_plan(self) -> Plan:
@@ -221,7 +225,7 @@ class Group:
         spawn = multiprocessing.get_context("spawn")
         process = spawn.Process(
             target=run_worker,
-            args=(self.worker_plan(), core, slot, self.shared),
+            args=(self.worker_plan(), core, slot, self.shared, self.public[0]),
             name=f"ernie-worker-{slot.number}",
         )
         process.start()

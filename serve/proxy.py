@@ -7,7 +7,7 @@ cache). New browsers go to the worker with the fewest connections (a chat is one
 websocket: the least loaded worker, and with as many workers on each core, the least
 loaded core); a worker that stops answering ``/healthz`` gets none. The workers trust
 the client address HAProxy forwards only with the group's secret header
-(``chat.addresses``), so per-address limits hold.
+(``chat.access.peers``), so per-address limits hold.
 
 Usage::
 
@@ -60,33 +60,61 @@ class ProxyMissingError(RuntimeError):
 
 @dataclass(frozen=True)
 class Forwarding:
-    """Who proves the forwarded address: the group's own secret, or an outer proxy's."""
+    """Who proves the forwarded address: the group's own secret, or an outer proxy's.
+
+    With its own secret HAProxy is the front door: it drops every forwarding header a
+    client sent and names the peer it saw, and holds each address to ``per_address``
+    connections. Behind an outer proxy every connection comes from that proxy: its
+    headers pass, and the cap is the outer proxy's to keep."""
 
     header: str
     secret: str | None  # None: an outer proxy sets the header and the address; pass them
+    per_address: int = 256
+
+
+# A client's own word for its address or the page's origin, in any of the usual names.
+FORWARDING_HEADERS = ("X-Forwarded-For", "Forwarded", "X-Real-IP", "X-Client-IP",
+                      "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port")  # fmt: skip
 
 
 def _max_connections() -> int:
-    """What this process's open-file limit allows: two sockets a proxied connection, and
-    room for HAProxy's own (it refuses to start when it cannot raise its limit to fit)."""
+    """What the open-file limit allows (``serve.web.raise_open_files``): two sockets a
+    proxied connection, and room for HAProxy's own (it refuses to start when it cannot
+    raise its limit to fit)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return max(256, (soft - 512) // 2)
+
+
+def _front_door(forwarding: Forwarding) -> str:
+    """Who the client is, said by HAProxy alone (the group's own secret), with a cap on
+    each address's connections; behind an outer proxy, nothing (its headers pass)."""
+    if forwarding.secret is None:
+        return ""
+    dropped = "".join(f"  http-request del-header {name}\n" for name in FORWARDING_HEADERS)
+    return (
+        "  stick-table type ipv6 size 1m expire 60s store conn_cur\n"
+        "  tcp-request connection track-sc0 src\n"
+        f"  tcp-request connection reject if {{ sc0_conn_cur gt {forwarding.per_address} }}\n"
+        f"{dropped}"
+        f"  http-request set-header {forwarding.header} {forwarding.secret}\n"
+        "  http-request set-header X-Forwarded-For %[src]\n"
+    )
 
 
 def config_text(
     public: tuple[str, int], workers: list[int], forwarding: Forwarding, page: Path
 ) -> str:
-    """HAProxy's configuration for the group (``page``: ``STARTING_PAGE``'s file)."""
+    """HAProxy's configuration for the group (``page``: ``STARTING_PAGE``'s file).
+
+    Header names with anything but letters, digits and hyphens are dropped
+    (``X_Forwarded_For`` reached the app as ``X-Forwarded-For``); a request must arrive
+    whole within 10 s and an idle keep-alive connection ends after 10 s, so idle
+    connections cannot hold the port; a chat's websocket may stay open and quiet an hour.
+    """
     host, port = public
     servers = "\n".join(
         f"  server w{i} 127.0.0.1:{p} cookie w{i} check inter 1s fall 2 rise 1"
         for i, p in enumerate(workers)
-    )
-    own = (
-        f"  http-request set-header {forwarding.header} {forwarding.secret}\n"
-        "  http-request set-header X-Forwarded-For %[src]\n"
-        if forwarding.secret is not None
-        else ""
     )
     return f"""global
   maxconn {_max_connections()}
@@ -95,13 +123,17 @@ defaults
   retries 3
   option redispatch
   timeout connect 5s
-  timeout client {HOUR}
+  timeout http-request 10s
+  timeout http-keep-alive 10s
+  timeout client 30s
+  timeout client-fin 10s
   timeout server {HOUR}
   timeout tunnel {HOUR}
   errorfile 503 {page}
 frontend chat
   bind {host}:{port}
-{own}  default_backend workers
+  option http-restrict-req-hdr-names delete
+{_front_door(forwarding)}  default_backend workers
 backend workers
   balance leastconn
   cookie {COOKIE} insert indirect nocache httponly

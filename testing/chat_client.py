@@ -1,11 +1,18 @@
 """A chat over Chainlit's own Socket.IO protocol, as a browser tab holds one.
 
+A client speaks from the loopback address it is given (``source``: 127.0.0.2, 127.0.0.3,
+...), as visitors come from addresses of their own; says ``connection_successful`` on
+every connect, reconnects included, as Chainlit's page does; and, with ``settle=False``,
+may send the moment its socket connects, as a page whose starter was clicked does.
+
 Usage::
 
-    async with ChatClient.connect(url) as chat:   # opens a chat session, like a new tab
+    async with ChatClient.connect(url, source="127.0.0.2") as chat:   # a new tab
         reply = await chat.send("你好")             # the streamed reply and its timings
     async with ChatClient.connect(url, headers=cookie, thread_id=chat.thread_id) as again:
         again.resumed_thread                        # a chat from the history, resumed
+    async with ChatClient.connect(url, settle=False) as eager:
+        await eager.send("你好")                    # sent at once, before the chat started
 """
 
 from __future__ import annotations
@@ -14,28 +21,26 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import httpx
 import socketio
 
 from .polling import until
 
-__all__ = ["ChatClient", "Reply", "listed_chats", "sign_in", "wait_ready"]
+__all__ = ["ChatClient", "Reply", "wait_ready"]
 
 START_TIMEOUT_S = 60  # from connecting to the chat's start handler's end
 # Chainlit acknowledges a connection with a task_end, then runs the app's chat start
 # handler (if it has one) as a task: its task_start follows within milliseconds.
 HANDLER_GRACE_S = 0.5
-SETTINGS_APPLY_S = 0.3
 # python-socketio gives the namespace 1 s to connect; hundreds of chats opening at once
 # (each running the app's chat start) can take longer on a loaded server
 CONNECT_TIMEOUT_S = 30
-
-SETTLE_S = 0.5  # the app's chat start (notices, settings panel) before the first message
 
 
 @dataclass
@@ -48,6 +53,7 @@ class Reply:
     frames: list[str] = field(default_factory=list)  # stream_start output and stream_token
     final: str | None = None  # the complete reply message, when the app sends one
     error: str | None = None  # an error message the app sent instead of (or during) a reply
+    updated: bool = False  # the app sent the reply again (its final form after a reconnect)
 
     @property
     def text(self) -> str:
@@ -78,16 +84,43 @@ class ChatClient:
         sio.on("task_end", self._on_task_end)
         sio.on("resume_thread", self._on_resume_thread)
         sio.on("resume_thread_error", self._on_resume_error)
+        sio.on("update_message", self._on_update_message)
+        sio.on("connect", self._on_connect)
+        sio.on("disconnect", self._on_disconnect)
         self._resuming = False  # a resumed chat has started once the app sent it
+        self.connects = 0  # the socket's connections: more than one after a reconnect
+        self.disconnects = 0  # ... and its ends, the server's closing it included
 
     @classmethod
     @contextlib.asynccontextmanager
     async def connect(
-        cls, url: str, *, headers: dict[str, str] | None = None, thread_id: str | None = None
+        cls,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        thread_id: str | None = None,
+        source: str | None = None,
+        settle: bool = True,
     ) -> AsyncIterator[ChatClient]:
         """A new chat, or with ``thread_id`` one resumed from the history; ``headers`` go
-        with the websocket handshake (a session cookie)."""
-        sio = socketio.AsyncClient()
+        with the websocket handshake (a session cookie); ``source``: the loopback address
+        it speaks from; ``settle``: wait for the chat's start before handing it over."""
+        local = None if source is None else (source, 0)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=local)) as http:
+            sio = socketio.AsyncClient(http_session=http, reconnection_delay=0.5)
+            async with cls._opened(sio, url, headers, thread_id, settle) as client:
+                yield client
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def _opened(
+        cls,
+        sio: socketio.AsyncClient,
+        url: str,
+        headers: dict[str, str] | None,
+        thread_id: str | None,
+        settle: bool,
+    ) -> AsyncIterator[ChatClient]:
         client = cls(sio)
         client._resuming = thread_id is not None
         auth = {
@@ -106,11 +139,32 @@ class ChatClient:
             wait_timeout=CONNECT_TIMEOUT_S,
         )
         try:
-            await sio.emit("connection_successful")
-            await client._settle()  # the chat's start (or resume) handler has run
+            if settle:
+                await client._settle()  # the chat's start (or resume) handler has run
             yield client
         finally:
             await sio.disconnect()
+
+    async def _on_connect(self) -> None:
+        self.connects += 1
+        await self._sio.emit("connection_successful")  # as the page does on every connect
+
+    async def _on_disconnect(self, *_: Any) -> None:
+        self.disconnects += 1
+
+    async def wait_for_message(
+        self, matches: Callable[[str], bool], *, since: int = 0, timeout_s: float = 60
+    ) -> str:
+        """The first message the app sent this chat (from index ``since``) that matches."""
+
+        def found() -> str | None:
+            return next((m for m in self.messages[since:] if matches(m)), None)
+
+        return str(await until(found, timeout_s, "the awaited message", interval_s=0.02))
+
+    async def emit(self, event: str, data: Any) -> None:
+        """A hand-made event, as a client that is not the page may send."""
+        await self._sio.emit(event, data)
 
     @property
     def reply(self) -> Reply | None:
@@ -118,14 +172,10 @@ class ChatClient:
         return self._reply
 
     async def change_settings(self, values: dict[str, Any]) -> None:
-        """What the settings panel's confirm button sends (every widget's value).
-
-        Chainlit handles each event in a task of its own and answers this one with
-        nothing: a message sent at once could start before the settings apply, which a
-        person (who closes the panel, then types) never meets. So it waits a moment.
-        """
-        await self._sio.emit("chat_settings_change", values)
-        await asyncio.sleep(SETTINGS_APPLY_S)
+        """What the settings panel's confirm button sends (every widget's value), once
+        the app has taken it: Socket.IO acknowledges an event when its handler returned
+        (a person, who closes the panel and then types, never sends before that)."""
+        await self._sio.call("chat_settings_change", values, timeout=CONNECT_TIMEOUT_S)
 
     async def stop(self) -> None:
         """What the stop button sends."""
@@ -151,9 +201,21 @@ class ChatClient:
             "output": text,
             "createdAt": datetime.now(UTC).isoformat(),
         } | (step or {})
+        # A page holds what is typed while its socket is down and sends it once back.
+        await until(self._connected, timeout_s, "the socket back", interval_s=0.05)
         await self._sio.emit("client_message", {"message": message, "fileReferences": []})
         await asyncio.wait_for(self._done.wait(), timeout_s)
         return self._reply
+
+    def _connected(self) -> bool:
+        return bool(self._sio.connected and "/" in self._sio.namespaces)
+
+    async def _on_update_message(self, step: dict[str, Any]) -> None:
+        """A message in its final form again (a reply that ended while the socket was
+        gone, shown when it came back)."""
+        if self._reply is not None and step.get("id") == self._reply_id:
+            self._reply.final = step["output"]
+            self._reply.updated = True
 
     async def _on_resume_thread(self, thread: dict[str, Any]) -> None:
         self.resumed_thread = thread
@@ -231,18 +293,3 @@ async def wait_ready(url: str, timeout_s: float) -> dict[str, Any]:
                     raise RuntimeError(f"engine failed: {body.get('reason')}")
             await asyncio.sleep(0.5)
     raise TimeoutError(f"{url} not ready after {timeout_s} s")
-
-
-def sign_in(url: str, name: str, password: str) -> dict[str, str]:
-    """The session cookie of a password sign-in, as headers for the next requests."""
-    response = httpx.post(f"{url}/login", data={"username": name, "password": password})
-    assert response.status_code == 200, response.text
-    return {"Cookie": "; ".join(f"{k}={v}" for k, v in response.cookies.items())}
-
-
-def listed_chats(url: str, cookie: dict[str, str]) -> list[str]:
-    """The ids of the chats the sidebar lists for the signed-in user."""
-    body = {"pagination": {"first": 20}, "filter": {}}
-    response = httpx.post(f"{url}/project/threads", json=body, headers=cookie, timeout=10)
-    assert response.status_code == 200, response.text
-    return [thread["id"] for thread in response.json()["data"]]

@@ -36,6 +36,7 @@ DEMO_APP_ENV: dict[str, str] = NO_LIMITS | {
     "ERNIE_MAX_MODEL_LEN": "16384",  # the settings slider then reaches 8192 tokens
     "ERNIE_MAX_TOKENS": "300",
     "ERNIE_STREAM_INTERVAL_MS": "100",  # few frames even when a busy CPU decodes slowly
+    "ERNIE_SOCKET_TIMEOUT_S": "6",  # a socket that stopped reading is ended within a test
 }
 
 

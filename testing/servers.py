@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -73,9 +74,22 @@ class Server:
 
     @classmethod
     @contextlib.contextmanager
-    def started(cls, command: list[str], env: Mapping[str, str], log: Path) -> Iterator[Any]:
-        """``command`` (which takes ``{port}``) running until the block ends."""
+    def started(
+        cls,
+        command: list[str],
+        env: Mapping[str, str],
+        log: Path,
+        *,
+        open_files: int | None = None,
+    ) -> Iterator[Any]:
+        """``command`` (which takes ``{port}``) running until the block ends; ``open_files``:
+        its soft limit of open files (1,024 is many distributions' default)."""
         port = free_port()
+
+        def limit_open_files() -> None:
+            _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, hard))
+
         with log.open("wb") as out:
             process = subprocess.Popen(
                 [part.format(port=port) for part in command],
@@ -84,6 +98,7 @@ class Server:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 process_group=0,
+                preexec_fn=None if open_files is None else limit_open_files,
             )
         server = cls(f"http://127.0.0.1:{port}", process, log)
         try:
@@ -120,11 +135,17 @@ class AppServer(Server):
     @classmethod
     @contextlib.contextmanager
     def run(
-        cls, env: Mapping[str, str], log: Path, *, app: str | None = None, nice: int = 0
+        cls,
+        env: Mapping[str, str],
+        log: Path,
+        *,
+        app: str | None = None,
+        nice: int = 0,
+        open_files: int | None = None,
     ) -> Iterator[AppServer]:
         """The app until the block ends (``app``: ``chainlit run`` that file instead);
         ``nice``: under ``nice`` (vLLM's CPU engine spins on both cores of a small
-        machine; a browser under test needs CPU too)."""
+        machine; a browser under test needs CPU too); ``open_files``: as ``started``."""
         command = [sys.executable, "-m", "serve"]
         if app is not None:
             command = [sys.executable, "-m", "chainlit", "run", app, "--headless"]
@@ -132,7 +153,8 @@ class AppServer(Server):
         if nice:
             command = ["nice", "-n", str(nice), *command]
         full_log = {"ERNIE_LOG_FILE": str(log.with_name(f"{log.stem}-full.log"))}  # beside ``log``
-        with cls.started(command, clean_environ(**{**full_log, **env}), log) as server:
+        environ = clean_environ(**{**full_log, **env})
+        with cls.started(command, environ, log, open_files=open_files) as server:
             yield server
 
     def worker_urls(self) -> list[str]:
@@ -160,9 +182,12 @@ class AppServer(Server):
         response = httpx.get(f"{self.url}/readyz", timeout=5)
         return response.status_code, response.json()
 
-    async def wait_for_running(self, count: int, *, within_s: float) -> None:
-        """Until the engine holds ``count`` requests (``/readyz``), polling without blocking."""
-        async with httpx.AsyncClient(timeout=5) as client:
+    async def wait_for_running(
+        self, count: int, *, within_s: float, headers: dict[str, str] | None = None
+    ) -> None:
+        """Until the engine holds ``count`` requests (``/readyz``), polling without blocking;
+        ``headers``: the operations token, where the app has one."""
+        async with httpx.AsyncClient(timeout=5, headers=headers) as client:
 
             async def holds() -> bool:
                 body = (await client.get(f"{self.url}/readyz")).json()

@@ -283,7 +283,7 @@ async def test_a_file_sent_to_the_text_model_is_refused_and_the_chat_goes_on(
             files={"file": ("photo.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 64, "image/png")},
             timeout=10,
         )
-        # The app offers no uploads: refused before the body is read (chat.guards).
+        # The app offers no uploads: refused before the body is read (chat.access.guards).
         assert upload.status_code == 403 and "uploads are off" in upload.text
         reply = await chat.send("你好")
         assert reply.error is None and reply.text

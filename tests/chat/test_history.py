@@ -34,9 +34,10 @@ from chat.data_layer import HistoryIdError, SafeDataLayer, checked_id
 from chat.schema import create_schema
 from deploy.database import database_url
 from deploy.users import add_user
-from testing import chat_client
+from testing import accounts
+from testing.accounts import listed_chats
 from testing.browser import STATS_LINE
-from testing.chat_client import ChatClient, Reply, listed_chats, wait_ready
+from testing.chat_client import ChatClient, Reply, wait_ready
 from testing.servers import AppServer, Server, free_port
 
 PASSWORD = "history-pass-1"
@@ -141,7 +142,9 @@ async def test_an_old_history_file_gets_id_checks_and_keeps_its_chats(tmp_path: 
         assert db.execute("SELECT COUNT(*) FROM steps").fetchone() == (1,)
 
 
-@pytest.mark.parametrize("bad", [BAD, "", "1", GOOD.upper() + " ", GOOD.replace("-", ""), None])
+@pytest.mark.parametrize(
+    "bad", [BAD, "", "1", GOOD.upper(), GOOD.upper() + " ", GOOD.replace("-", ""), None]
+)
 async def test_the_data_layer_refuses_ids_that_are_not_uuids(bad: object) -> None:
     layer = SafeDataLayer(conninfo="sqlite+aiosqlite:///:memory:")
     with pytest.raises(HistoryIdError):
@@ -256,7 +259,7 @@ def app_on(remote: Remote, folder: Path, history_url: str) -> Iterator[AppServer
 
 
 def sign_in(url: str, name: str) -> dict[str, str]:
-    return chat_client.sign_in(url, name, PASSWORD)
+    return accounts.sign_in(url, name, PASSWORD)
 
 
 def prompt_tokens(reply: Reply) -> int:
@@ -409,6 +412,12 @@ async def test_a_user_changes_nothing_of_anothers_chat(remote: Remote, tmp_path:
         assert answer.status_code != 200 and "bob was here" not in listed(app.url, alice)
         async with ChatClient.connect(app.url, headers=bob) as chat:  # a message with her id
             await chat.send("改写", step={"id": step["id"]}, timeout_s=120)
+        # An upper-case copy of her chat's id was another chat to SQLite, and her message's
+        # id moved her message into it, rewritten.
+        with contextlib.suppress(socketio.exceptions.ConnectionError):  # refused: not canonical
+            upper = thread["id"].upper()
+            async with ChatClient.connect(app.url, headers=bob, thread_id=upper) as chat:
+                await chat.send("改写", step={"id": step["id"]}, timeout_s=120)
         (after,) = json.loads(listed(app.url, alice))["data"]
         assert any(s["id"] == step["id"] and s["output"] == FIRST for s in after["steps"])
         assert "改写" not in listed(app.url, alice)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import subprocess
 import sys
 import time
@@ -11,6 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from testing.accounts import OPS_TOKEN, forwarded
 from testing.engines import DemoApp
 from testing.servers import ROOT, AppServer
 
@@ -87,3 +89,43 @@ def test_metrics_parse_and_count_a_chat(server: AppServer) -> None:
         s.value for s in families["vllm:generation_tokens"].samples if s.name.endswith("_total")
     ]
     assert generated and sum(generated) >= 1
+
+
+async def test_the_operations_endpoints_tell_the_details_only_to_the_token(
+    signed_app: AppServer,
+) -> None:
+    bearer = {"Authorization": f"Bearer {OPS_TOKEN}"}
+    assert httpx.get(f"{signed_app.url}/metrics", timeout=10).status_code == 401
+    wrong = {"Authorization": f"Bearer {OPS_TOKEN}x"}
+    assert httpx.get(f"{signed_app.url}/metrics", headers=wrong, timeout=10).status_code == 401
+    metrics = httpx.get(f"{signed_app.url}/metrics", headers=bearer, timeout=10)
+    assert metrics.status_code == 200 and "ernie_messages_total" in metrics.text
+    open_ready = httpx.get(f"{signed_app.url}/readyz", timeout=10)
+    assert open_ready.status_code == 200 and open_ready.json() == {"state": "ready"}
+    detail = httpx.get(f"{signed_app.url}/readyz", headers=bearer, timeout=10).json()
+    assert detail["capacity"]["backend"] == "remote"
+
+
+async def test_without_a_token_only_the_machine_itself_sees_the_details(
+    open_app: AppServer,
+) -> None:
+    """Without ERNIE_OPS_TOKEN a visitor from elsewhere (here one the trusted proxy names)
+    sees the state and nothing of the model, the settings or the metrics; the operator on
+    the machine (a loopback address) sees all."""
+    from_afar = forwarded("203.0.113.9")
+    seen = httpx.get(f"{open_app.url}/readyz", headers=from_afar, timeout=10)
+    assert seen.status_code == 200 and seen.json() == {"state": "ready"}
+    assert httpx.get(f"{open_app.url}/metrics", headers=from_afar, timeout=10).status_code == 401
+    local = httpx.get(f"{open_app.url}/readyz", headers=forwarded("127.0.0.1"), timeout=10)
+    assert local.json()["capacity"]["backend"] == "remote"
+    assert httpx.get(f"{open_app.url}/metrics", timeout=10).status_code == 200
+
+
+async def test_the_history_and_the_log_are_the_apps_alone(
+    signed_app: AppServer, users_file: Path
+) -> None:
+    """The history and the logs were created 0644: anyone on the machine could read them."""
+    folder = users_file.parent
+    for path in (folder / "history.db", folder / "logs" / "ernie-chat.log"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert stat.S_IMODE((folder / "logs").stat().st_mode) == 0o700

@@ -12,8 +12,9 @@ from typing import Any, get_args
 import pytest
 
 from chat import i18n
+from chat.access.limits import LimitExceededError
+from chat.errors import MalformedMessageError
 from chat.i18n import Strings, strings_for
-from chat.limits import LimitExceededError
 from chat.render import engine_notes, error_text, final_reply, footer
 from engine import (
     EngineFailedError,
@@ -103,6 +104,8 @@ def test_footer_notes_how_the_reply_ended_and_its_stats(t: Strings) -> None:
     stats = t("stats", tokens=64, ttft_ms="21", speed="63.0", prompt=30)
     assert cut.endswith(f"*{stats}*  ") and cut.startswith("\n\n")
     assert t("stopped") in footer(end("abort", ttft=None), t, reply_budget=64)
+    lost = footer(end("abort", ttft=None), t, reply_budget=64, lost=True)
+    assert t("stopped_connection_lost") in lost and t("stopped") not in lost
     assert "-" in footer(end("abort", ttft=None), t, reply_budget=64)
     assert footer(None, t, reply_budget=64) == ""
     finished = final_reply("**注意：**正文", end("stop"), t, reply_budget=64)
@@ -123,10 +126,16 @@ def test_footer_notes_how_the_reply_ended_and_its_stats(t: Strings) -> None:
         (EngineRestartingError("killed"), "restarting", {}),
         (EngineFailedError("no model"), "failed", {"reason": "no model"}),
         (GenerationError(), "generation_failed", {}),
-        (KeyError("a bug"), "unexpected_error", {}),  # never the exception's own text
+        (MalformedMessageError("no text"), "refused_malformed", {}),
     ],
 )
 def test_errors_are_words_for_the_user(
     t: Strings, error: Exception, key: str, values: dict[str, Any]
 ) -> None:
     assert error_text(error, t) == t(key, **values)
+
+
+def test_an_unexpected_error_has_no_words_of_its_own(t: Strings) -> None:
+    """chat.failures reports it and answers with its reference, never the error's text."""
+    assert error_text(KeyError("a bug"), t) is None
+    assert "a1b2c3d4" in t("unexpected_error", reference="a1b2c3d4")

@@ -28,11 +28,14 @@ from testing.demo import DEMO_APP_ENV
 from testing.hub import HubServer
 from testing.polling import until
 from testing.servers import AppServer
+from testing.shapes import Tally, answer_to, at_connect, back_to_back
+from testing.visitors import CLAIMS, async_http_client, idle_connections, visitor
 
 pytestmark = pytest.mark.engine
 
 LONG_REPLY = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 4096, "system_prompt": "zh"}
 CHATS, REPLIES = 17, 16
+CONNECTIONS = 64  # one address's connections at HAProxy
 
 
 GROUPS = {
@@ -55,7 +58,9 @@ def group(
     folder = tmp_path_factory.mktemp(request.param)
     with HubServer.run(scripted_model, REPO) as hub:
         env = {"ERNIE_MODEL": REPO, "HF_ENDPOINT": hub.url, "HF_HOME": str(folder / "hf")}
-        with AppServer.run(group_env(request.param) | env, folder / "group.log", nice=10) as server:
+        env |= group_env(request.param)
+        # Many machines' default limit of open files (the H200 host's): 1,024.
+        with AppServer.run(env, folder / "group.log", nice=10, open_files=1024) as server:
             STARTING[server.url], HUBS[server.url] = first_answer(server), hub
             server.wait("/readyz", timeout_s=300)
             asyncio.run(server.every_worker_ready())
@@ -81,6 +86,7 @@ def group_env(name: str) -> dict[str, str]:
             # One address (this machine) may hold 17 chats and run 16 replies over the group.
             "ERNIE_MAX_CHATS_PER_ADDRESS": str(CHATS),
             "ERNIE_USER_MAX_REPLIES": str(REPLIES),
+            "ERNIE_MAX_CONNECTIONS_PER_ADDRESS": str(CONNECTIONS),
         }
     )
 
@@ -194,13 +200,94 @@ async def test_one_address_is_limited_over_the_group_not_per_worker(group: AppSe
 
 
 @pytest.mark.parametrize("group", ["workers"], indirect=True)
+async def test_chats_at_connect_and_bursts_back_to_back_are_all_answered(
+    group: AppServer,
+) -> None:
+    eager = await at_connect(group.url, chats=16)
+    assert (eager.sent, eager.answered, eager.lost) == (16, 16, 0), eager
+    bursts = await back_to_back(group.url, chats=8, bursts=3)
+    assert (bursts.sent, bursts.answered, bursts.lost) == (24, 24, 0), bursts
+
+
+@pytest.mark.parametrize("group", ["workers"], indirect=True)
+@pytest.mark.parametrize("claim", CLAIMS, ids=[next(iter(c)) for c in CLAIMS])
+async def test_through_haproxy_a_client_naming_its_own_address_gets_no_more_chats(
+    group: AppServer, claim: dict[str, str]
+) -> None:
+    """HAProxy replaced X-Forwarded-For but passed X_Forwarded_For, which the workers took
+    as the client's address: a client changing it each time had no limit."""
+    here = visitor()
+    async with contextlib.AsyncExitStack() as stack:
+        for n in range(CHATS):
+            own = {name: value.replace(".0.", f".{n}.") for name, value in claim.items()}
+            await stack.enter_async_context(ChatClient.connect(group.url, headers=own, source=here))
+        with pytest.raises(socketio.exceptions.ConnectionError):
+            await stack.enter_async_context(
+                ChatClient.connect(group.url, headers=claim, source=here)
+            )
+        async with ChatClient.connect(group.url, source=visitor()) as other:  # not them
+            reply = await other.send("你好")
+        assert reply.error is None and reply.final is not None
+
+
+@pytest.mark.parametrize("group", ["workers"], indirect=True)
+async def test_idle_connections_from_one_address_cannot_take_the_port(group: AppServer) -> None:
+    """300 idle TCP connections made /healthz through HAProxy time out (maxconn 256 under a
+    1,024 open-file limit, a client timeout of an hour, no request timeout)."""
+    flood, refused_at_once = await idle_connections(group.url, visitor(), 300)
+    try:
+        async with async_http_client(visitor()) as http:
+            started = time.monotonic()
+            health = await http.get(f"{group.url}/healthz", timeout=5)
+            assert health.status_code == 200 and time.monotonic() - started < 2
+        async with ChatClient.connect(group.url, source=visitor()) as chat:
+            assert (await chat.send("你好")).final is not None
+        refused = [r for r, _ in flood if await closed(r, within_s=0.1)]
+        # past the address's cap: refused while connecting, or closed at once
+        assert refused_at_once + len(refused) >= 300 - CONNECTIONS, (refused_at_once, refused)
+        left = [r for r, _ in flood if r not in refused]
+        assert all([await closed(r, within_s=15) for r in left])  # the rest: said nothing
+    finally:
+        for _, writer in flood:
+            writer.close()
+
+
+async def closed(reader: asyncio.StreamReader, *, within_s: float) -> bool:
+    """Whether the server closed the connection (within ``within_s``)."""
+    try:
+        async with asyncio.timeout(within_s):
+            while await reader.read(4096):
+                pass  # HAProxy's 408 before it closes an idle connection
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        return True
+    return True
+
+
+@pytest.mark.parametrize("group", ["workers"], indirect=True)
 async def test_killing_a_worker_restarts_the_group_with_the_cause_logged(
     group: AppServer,
 ) -> None:
-    victim = workers_of(group)[-1]
-    victim.send_signal(signal.SIGKILL)
-    cause = f"(pid {victim.pid}) was killed by SIGKILL; restarting the group"
-    await until(lambda: cause in group.log.read_text(errors="replace"), 30, "the cause logged")
+    """Chats open on both workers when one is killed: their pages reconnect once the group
+    is back, and what they send meanwhile (held by the page, as a browser holds it) is
+    answered; none vanishes."""
+    tally = Tally("a worker killed")
+    async with contextlib.AsyncExitStack() as stack:
+        chats = [
+            await stack.enter_async_context(ChatClient.connect(group.url, source=visitor()))
+            for _ in range(4)
+        ]
+        await until(lambda: sorted(chats_per_worker(group))[0] >= 2, 15, "chats on both")
+        victim = workers_of(group)[-1]
+        victim.send_signal(signal.SIGKILL)
+        cause = f"(pid {victim.pid}) was killed by SIGKILL; restarting the group"
+        await until(lambda: cause in group.log.read_text(errors="replace"), 30, "the cause logged")
+        sent = [asyncio.create_task(answer_to(chat, "你好", timeout_s=300)) for chat in chats]
+        for reply in await asyncio.gather(*sent):
+            tally.count(reply)
+        assert (tally.sent, tally.answered, tally.lost) == (4, 4, 0), tally
+        assert all(chat.connects >= 2 for chat in chats)  # they came back, to a new worker
     await group.every_worker_ready()
     assert len(workers_of(group)) == 2 and victim.pid not in {p.pid for p in workers_of(group)}
     async with ChatClient.connect(group.url) as chat:
@@ -215,20 +302,28 @@ async def test_killing_an_engine_core_restarts_its_unit_while_the_other_serves(
     def log() -> str:
         return group.log.read_text(errors="replace")
 
-    victim = processes_of(group, "VLLM::EngineCore")[0]
-    before = {p.pid for p in workers_of(group)}
-    victim.send_signal(signal.SIGKILL)
-    cause = re.compile(
-        rf"engine core \(pid {victim.pid}\) killed by SIGKILL; "
-        r"restarting engine core \d's unit \(restart 1\)"
-    )
-    await until(lambda: cause.search(log()), 30, "the cause logged")
-    await until(lambda: len(workers_of(group)) == 1, 15, "the unit's worker stopped")
-    ready = log().count("engine ready")
-    async with ChatClient.connect(group.url) as chat:  # HAProxy: the live worker
-        reply = await chat.send("你好", timeout_s=60)
-    assert reply.error is None and reply.final is not None
-    assert log().count("engine ready") == ready  # served while the other unit restarts
+    tally = Tally("an engine core killed")
+    async with contextlib.AsyncExitStack() as stack:
+        chats = [
+            await stack.enter_async_context(ChatClient.connect(group.url, source=visitor()))
+            for _ in range(4)
+        ]
+        await spread_as(group, [2, 2])
+        victim = processes_of(group, "VLLM::EngineCore")[0]
+        before = {p.pid for p in workers_of(group)}
+        victim.send_signal(signal.SIGKILL)
+        cause = re.compile(
+            rf"engine core \(pid {victim.pid}\) killed by SIGKILL; "
+            r"restarting engine core \d's unit \(restart 1\)"
+        )
+        await until(lambda: cause.search(log()), 30, "the cause logged")
+        await until(lambda: len(workers_of(group)) == 1, 15, "the unit's worker stopped")
+        ready = log().count("engine ready")
+        # The dead unit's chats come back to the live worker (HAProxy); all are answered.
+        for reply in await asyncio.gather(*(answer_to(c, "你好", timeout_s=60) for c in chats)):
+            tally.count(reply)
+        assert (tally.sent, tally.answered, tally.lost) == (4, 4, 0), tally
+        assert log().count("engine ready") == ready  # served while the other unit restarts
     await group.every_worker_ready()
     after = {p.pid for p in workers_of(group)}
     assert len(after) == 2 and len(after & before) == 1  # the other unit was not restarted

@@ -22,7 +22,8 @@ import httpx
 import pytest
 
 from deploy.users import add_user
-from testing.chat_client import ChatClient, listed_chats, sign_in
+from testing.accounts import listed_chats, sign_in
+from testing.chat_client import ChatClient
 from testing.images import Container, build_image, image_config
 from testing.servers import free_port
 
@@ -110,6 +111,8 @@ def test_the_image_serves_stops_and_keeps_its_data(
             assert check.returncode == 0, check.stderr
             assert box.exec("id", "-u").stdout.strip() == "1000"
             assert box.exec("touch", "/app/app.py").returncode != 0  # the code is read-only
+            for planted in ("/app/uvloop.py", "/app/.env", "/app/chat/evil.py"):
+                assert box.exec("touch", planted).returncode != 0, planted  # nothing added
             cookie = sign_in(url, "alice", PASSWORD)
             if round_ == "first":
                 first["thread"] = asyncio.run(chat_once(url, cookie))

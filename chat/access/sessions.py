@@ -2,7 +2,7 @@
 
 Chainlit accepts any number of websocket sessions, and each holds its chat's state until
 it closes. Without sign-in nobody is accountable for them: an address (a trusted proxy's
-forwarded one, ``chat.addresses``) may hold ``ERNIE_MAX_CHATS_PER_ADDRESS`` at once, and
+forwarded one, ``chat.access.peers``) may hold ``ERNIE_MAX_CHATS_PER_ADDRESS`` at once, and
 the next websocket is refused. Closed sessions give their place back at once (Chainlit
 drops what a closed session held: its ``user_session``).
 """
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from chainlit.server import sio
 
-from .addresses import ProxyTrust
+from .peers import ProxyTrust
 
 __all__ = ["ChatCount", "OpenChats", "register"]
 
@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 class OpenChats(Protocol):
     """Chats open per address: this process's (``ChatCount``) or a group's
-    (``chat.shared_limits.SharedChatCount``)."""
+    (``chat.access.shared_limits.SharedChatCount``)."""
 
     def open(self, address: str, *, most: int) -> bool: ...
     def close(self, address: str) -> None: ...

@@ -70,7 +70,7 @@ class _Store:
 
 
 class SharedUserLimits:
-    """``chat.limits.UserLimits`` over every worker of the group."""
+    """``chat.access.limits.UserLimits`` over every worker of the group."""
 
     def __init__(
         self, path: Path, *, worker: int, max_replies: int, per_minute: int, max_total: int
@@ -111,7 +111,7 @@ class SharedUserLimits:
 
 
 class SharedChatCount:
-    """Chats open per client address over every worker (``chat.sessions``)."""
+    """Chats open per client address over every worker (``chat.access.sessions``)."""
 
     def __init__(self, path: Path, *, worker: int) -> None:
         self._store = _Store(path, worker)

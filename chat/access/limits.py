@@ -74,23 +74,45 @@ class UserLimits:
 
 
 class SignInAttempts:
-    """Failed sign-ins per key (a name, an address) in a sliding window; a key with
-    ``max_failures`` in the window is refused until the oldest leaves it."""
+    """Failed sign-ins in a sliding window, so guessing is slow and no stranger can lock a
+    user out: a name guessed from one address, or many names from one address, is refused
+    there after ``max_failures`` in the window; a name that failed that often from
+    anywhere is only slowed (``delay_s``), its right password still signs in."""
 
-    def __init__(self, *, max_failures: int = 10, window_s: float = 300.0) -> None:
+    def __init__(
+        self, *, max_failures: int = 10, window_s: float = 300.0, slowest_s: float = 8.0
+    ) -> None:
         self._max_failures = max_failures
         self._window_s = window_s
+        self._slowest_s = slowest_s
         self._failed: dict[str, deque[float]] = {}
 
-    def blocked(self, keys: list[str], *, now: float) -> bool:
-        for key in list(self._failed):
-            times = self._failed[key]
+    @staticmethod
+    def _keys(name: str, address: str) -> tuple[str, str, str]:
+        return f"pair:{address}\0{name}", f"address:{address}", f"name:{name}"
+
+    def _count(self, key: str, now: float) -> int:
+        for old in list(self._failed):  # what left the window, for every key
+            times = self._failed[old]
             while times and times[0] <= now - self._window_s:
                 times.popleft()
             if not times:
-                del self._failed[key]
-        return any(len(self._failed.get(key, ())) >= self._max_failures for key in keys)
+                del self._failed[old]
+        return len(self._failed.get(key, ()))
 
-    def failed(self, keys: list[str], *, now: float) -> None:
-        for key in keys:
+    def blocked(self, name: str, address: str, *, now: float) -> bool:
+        """Too many failures for this name from this address, or from this address."""
+        pair, by_address, _ = self._keys(name, address)
+        return max(self._count(pair, now), self._count(by_address, now)) >= self._max_failures
+
+    def delay_s(self, name: str, *, now: float) -> float:
+        """How long a try for ``name`` waits: 0, then 1 s, doubling with each further
+        ``max_failures`` failures from anywhere, up to ``slowest_s``."""
+        failures = self._count(self._keys(name, "")[2], now)
+        if failures < self._max_failures:
+            return 0.0
+        return float(min(self._slowest_s, 2 ** (failures // self._max_failures - 1)))
+
+    def failed(self, name: str, address: str, *, now: float) -> None:
+        for key in self._keys(name, address):
             self._failed.setdefault(key, deque()).append(now)

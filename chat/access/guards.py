@@ -8,11 +8,11 @@ memory, before it checks whether uploads are on; every other route takes small J
 This ASGI middleware answers such requests at once (403, 413), so no upload costs disk
 or memory.
 
-engine.io drops a websocket whose frame passes 1 MB, silently for the user; a long
-Chinese paste, JSON-escaped by the client (6 bytes a character), passes that long before
-the app's own limit (``ERNIE_MAX_MESSAGE_CHARS``) could answer it in words. Frames may
-be as large as uvicorn's websocket limit (16 MiB), so such a message reaches the app
-and gets its readable refusal; past that the browser loses the connection and says so.
+A websocket frame is sized for the longest message the app takes
+(``ERNIE_MAX_MESSAGE_CHARS``): a paste ten times that long, JSON-escaped at 6 bytes a
+character, still reaches the app and gets its refusal in words (``chat.access.admission``);
+anything larger is not read at all: engine.io, and uvicorn's websocket before it
+(``serve.web``), drop the connection, and the browser says so.
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ from chainlit.server import SOCKET_IO_PATH, sio
 from chainlit.server import app as server
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .addresses import AddressMiddleware, ProxyTrust
+from .hosts import AllowedHosts, HostGuard
+from .peers import AddressMiddleware, ProxyTrust
 
-__all__ = ["MAX_BODY_BYTES", "MAX_FRAME_BYTES", "BodyGuard", "register"]
+__all__ = ["MAX_BODY_BYTES", "BodyGuard", "frame_bytes", "register"]
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1 << 20  # the largest JSON the app's routes take is a few KiB
-MAX_FRAME_BYTES = 16 << 20  # uvicorn's own websocket limit (ws_max_size)
+FRAME_ENVELOPE = 64 << 10  # a message's JSON around its text
 UPLOAD_PATH = "/project/file"
 SHARING_PATHS = ("/project/thread/share", "/project/share/")  # answered with sharing off
 
@@ -89,13 +90,24 @@ async def _answer(send: Send, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def register(trust: ProxyTrust) -> None:
-    """Guard every HTTP route and note each request's address (idempotent: a reloaded
-    app adds no second guard), and size the websocket's frames."""
-    sio.eio.max_http_buffer_size = MAX_FRAME_BYTES
+def frame_bytes(max_message_chars: int) -> int:
+    """The largest websocket frame read: a message of ten times the limit, escaped."""
+    return 6 * 10 * max_message_chars + FRAME_ENVELOPE
+
+
+def register(
+    trust: ProxyTrust, hosts: AllowedHosts, max_message_chars: int, socket_timeout_s: float
+) -> None:
+    """Guard every HTTP route and websocket (the host, the body) and note each request's
+    address (idempotent: a reloaded app adds no second guard), size the frames, and end
+    a socket that answers no ping for ``socket_timeout_s`` (Engine.IO pings every half of
+    it and waits the other half)."""
+    sio.eio.max_http_buffer_size = frame_bytes(max_message_chars)
+    sio.eio.ping_interval = sio.eio.ping_timeout = socket_timeout_s / 2
     factories: list[object] = [middleware.cls for middleware in server.user_middleware]
     if BodyGuard not in factories:
         uploads = bool(config.features.spontaneous_file_upload.enabled)
         sharing = bool(config.features.allow_thread_sharing)
         server.add_middleware(BodyGuard, uploads=uploads, sharing=sharing)
         server.add_middleware(AddressMiddleware, trust=trust)
+        server.add_middleware(HostGuard, hosts=hosts)  # outermost: checked first

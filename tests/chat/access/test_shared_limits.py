@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from chat.limits import LimitExceededError
-from chat.shared_limits import SharedChatCount, SharedUserLimits, forget
+from chat.access.limits import LimitExceededError
+from chat.access.shared_limits import SharedChatCount, SharedUserLimits, forget
 
 
 def two_workers(path: Path, **limits: int) -> tuple[SharedUserLimits, SharedUserLimits]:

@@ -1,0 +1,156 @@
+"""Messages are admitted before Chainlit keeps them.
+
+Chainlit's ``client_message`` handler stores a message (and names a new chat after it) and
+keeps it in the session's context before the app's ``on_message`` runs; its
+``edit_message`` stores the new text first too. A message the app then refused had
+already cost disk and memory: five 3 MiB messages grew the history by 22 MB. Here both
+events pass a front door first: the payload must be a chat message, its text is checked
+(``engine.check_message``: empty, too long) and cleaned, and the visitor's limits are
+counted (``chat.access.limits``). A refusal is answered in words and goes nowhere else: not
+to the history, not into the chat's context, not as the chat's name. An admitted message's
+place in the limits is given back when its handling ends, however it ends.
+
+Usage::
+
+    register(Admission(engine.check_message, limits, trust))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from chainlit.chat_context import chat_contexts
+from chainlit.context import init_ws_context
+from chainlit.message import ErrorMessage
+from chainlit.server import sio
+from chainlit.session import WebsocketSession
+
+from engine import MessageRefusedError
+
+from .. import metrics
+from ..errors import MalformedMessageError
+from ..i18n import chat_strings
+from ..render import error_text
+from .limits import LimitExceededError, UserLimits
+from .peers import ProxyTrust
+from .shared_limits import SharedUserLimits
+
+__all__ = ["Admission", "register", "visitor"]
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[str, Any], Awaitable[Any]]
+
+
+def visitor(session: WebsocketSession, trust: ProxyTrust) -> str:
+    """Whom the per-user limits count: the signed-in user, else the client's address (a
+    new tab is no new allowance; a trusted proxy's forwarded address counts)."""
+    if session.user is not None:
+        return f"user:{session.user.identifier}"
+    return f"address:{trust.address_of_environ(session.environ or {})}"
+
+
+def _edited(session: WebsocketSession, payload: Any) -> None:
+    """An edit must name a message the user sent in this chat (Chainlit would hand the
+    handler no message at all, or the assistant's)."""
+    wanted = payload["message"]["id"]
+    kept = chat_contexts.get(session.id, [])
+    if not any(m.id == wanted and m.type == "user_message" for m in kept):
+        raise MalformedMessageError("no message of the user's to edit")
+
+
+def _text_of(payload: Any) -> str:
+    """The message's text, once the payload proved to be a chat message."""
+    message = payload.get("message") if isinstance(payload, dict) else None
+    if not isinstance(message, dict) or not isinstance(message.get("output"), str):
+        raise MalformedMessageError("no message text")
+    try:
+        valid_id = uuid.UUID(str(message.get("id"))).version == 4
+    except ValueError:
+        valid_id = False
+    if not valid_id:
+        raise MalformedMessageError("the message id is not a UUID")
+    return str(message["output"])
+
+
+@dataclass(frozen=True)
+class Admission:
+    check: Callable[[str], str]  # the engine's message check: cleaned text, or refused
+    limits: UserLimits | SharedUserLimits
+    trust: ProxyTrust
+
+    def admit(self, session: WebsocketSession, payload: Any, *, edit: bool = False) -> str:
+        """Check and clean the message in ``payload``; count it. The visitor it counted."""
+        text = _text_of(payload)
+        if edit:
+            _edited(session, payload)
+        who = visitor(session, self.trust)
+        self.limits.admit(who, now=time.monotonic())  # counted, refused below or not
+        try:
+            payload["message"]["output"] = self.check(text)
+        except MessageRefusedError:
+            self.limits.done(who)  # no reply will run
+            raise
+        return who
+
+
+async def refuse(session: WebsocketSession, exc: Exception) -> None:
+    """The refusal in the chat's language, shown and kept nowhere else (not stored)."""
+    context = init_ws_context(session)
+    metrics.ERRORS.labels(kind=type(exc).__name__).inc()
+    words = error_text(exc, chat_strings())
+    assert words is not None, exc  # every refusal above has its words
+    notice = ErrorMessage(content=words)
+    await context.emitter.task_start()
+    await context.emitter.send_step(notice.to_dict())
+    await context.emitter.task_end()
+
+
+def _admitting(admission: Admission, handler: Handler, *, edit: bool) -> Handler:
+    """``handler`` behind the front door. A new message is handed to a task of its own
+    (the session's current task), whose end gives the place back; an edit is answered
+    within the handler."""
+
+    async def admitted(sid: str, payload: Any) -> Any:
+        metrics.MESSAGES.inc()
+        session = WebsocketSession.require(sid)
+        try:
+            who = admission.admit(session, payload, edit=edit)
+        except (MalformedMessageError, MessageRefusedError, LimitExceededError) as exc:
+            logger.debug("message refused (%s): %s", type(exc).__name__, exc)
+            await refuse(session, exc)
+            return None
+        if edit:
+            try:
+                return await handler(sid, payload)
+            finally:
+                admission.limits.done(who)
+        try:
+            result = await handler(sid, payload)
+        except BaseException:
+            admission.limits.done(who)
+            raise
+        task = session.current_task
+        if isinstance(task, asyncio.Task):
+            task.add_done_callback(lambda _: admission.limits.done(who))
+        else:
+            admission.limits.done(who)
+        return result
+
+    admitted._admits = True  # type: ignore[attr-defined]
+    return admitted
+
+
+def register(admission: Admission) -> None:
+    """Put the front door before Chainlit's message handlers (idempotent)."""
+    handlers = sio.handlers["/"]
+    if getattr(handlers["client_message"], "_admits", False):
+        return
+    handlers["client_message"] = _admitting(admission, handlers["client_message"], edit=False)
+    handlers["edit_message"] = _admitting(admission, handlers["edit_message"], edit=True)

@@ -1,0 +1,154 @@
+"""Limits a client cannot walk around: per-user replies at once and messages a minute, the
+app's replies at once, and without sign-in the chats one address holds, on the real app
+(``open_app``, ``signed_app``) over Socket.IO, each visitor from an address of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import httpx
+import pytest
+import socketio
+
+from chat.access.limits import WINDOW_S, LimitExceededError, SignInAttempts, UserLimits
+from testing.accounts import PROXY, named, session_cookie
+from testing.chat_client import ChatClient
+from testing.polling import until
+from testing.servers import AppServer
+from testing.visitors import CLAIMS, visitor
+
+LONG = {"temperature": 0.5, "top_p": 0.9, "max_tokens": 1024, "system_prompt": "zh"}
+
+
+def test_limits_count_replies_at_once_and_messages_a_minute() -> None:
+    limits = UserLimits(max_replies=2, per_minute=3, max_total=100)
+    limits.admit("alice", now=0)
+    limits.admit("alice", now=1)
+    with pytest.raises(LimitExceededError) as busy:
+        limits.admit("alice", now=2)  # refused, and still counted: a message is a message
+    assert busy.value.limit == "replies" and busy.value.retry_after_s is None
+    limits.admit("bob", now=2)  # one user's limits are not another's
+    limits.done("alice")
+    with pytest.raises(LimitExceededError) as fast:
+        limits.admit("alice", now=3)  # room for a reply, but three messages this minute
+    assert fast.value.limit == "per_minute" and fast.value.retry_after_s == WINDOW_S - 3
+    limits.done("alice")
+    limits.admit("alice", now=WINDOW_S + 2.5)  # the first three left the window
+
+
+def test_replies_at_once_over_all_users_are_capped_politely() -> None:
+    limits = UserLimits(max_replies=2, per_minute=10, max_total=2)
+    limits.admit("alice", now=0)
+    limits.admit("bob", now=0)
+    with pytest.raises(LimitExceededError) as full:
+        limits.admit("carol", now=0)
+    assert full.value.limit == "busy" and full.value.value == 2
+    limits.done("bob")
+    limits.admit("carol", now=1)
+
+
+def test_what_idle_users_held_is_dropped() -> None:
+    limits = UserLimits(max_replies=2, per_minute=10, max_total=100)
+    for user in range(1000):
+        limits.admit(f"address:10.0.{user // 256}.{user % 256}", now=0)
+        limits.done(f"address:10.0.{user // 256}.{user % 256}")
+    limits.admit("alice", now=WINDOW_S + 1)
+    assert len(limits._sent) == 1  # only alice's messages are kept
+
+
+def test_sign_in_failures_lock_an_address_and_slow_a_name() -> None:
+    attempts = SignInAttempts(max_failures=3, window_s=100, slowest_s=4)
+    for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
+        attempts.failed("frank", address, now=0)
+    assert not attempts.blocked("frank", "10.0.0.4", now=1)  # frank is not locked out
+    assert attempts.delay_s("frank", now=1) == 1.0  # but slowed
+    for _ in range(6):
+        attempts.failed("frank", "10.0.0.5", now=2)
+    assert attempts.blocked("frank", "10.0.0.5", now=3)  # that address is
+    assert attempts.delay_s("frank", now=3) == 4.0  # 9 failures: 1, 2, then at most 4 s
+    assert attempts.delay_s("gina", now=3) == 0.0
+    assert not attempts.blocked("frank", "10.0.0.5", now=103)  # the window moved on
+
+
+async def test_per_user_limits_answer_politely_and_count_the_user_not_the_chat(
+    signed_app: AppServer,
+) -> None:
+    signed = httpx.post(f"{signed_app.url}/auth/header", headers=named("carol") | PROXY)
+    cookie = session_cookie(signed)
+    async with (
+        ChatClient.connect(signed_app.url, headers=cookie, source=visitor()) as first,
+        ChatClient.connect(signed_app.url, headers=cookie, source=visitor()) as second,
+    ):
+        replies = [await first.send("你好"), await second.send("你好")]  # one at a time: fine
+        assert all(r.error is None and r.text for r in replies)
+        third = await second.send("再来")  # carol's third message this minute: allowed
+        assert third.error is None
+        refused = await first.send("还有吗")  # the fourth, from her other chat and address
+        assert refused.error is not None and "3 messages in the last minute" in refused.error
+        assert not refused.text
+
+
+async def test_without_sign_in_limits_count_the_address_not_the_tab(open_app: AppServer) -> None:
+    url, here = open_app.url, visitor()
+    async with (
+        ChatClient.connect(url, source=here) as first,
+        ChatClient.connect(url, source=here) as second,
+    ):
+        assert (await first.send("你好")).error is None
+        assert (await second.send("   ")).error is not None  # refused (empty), and counted
+        assert (await second.send("你好")).error is None
+        # A long reply in one tab fills the app (one reply at once): the other tab hears so.
+        await first.change_settings(LONG)
+        before = first.reply
+        long = asyncio.create_task(first.send("写一篇长文"))
+
+        def streaming() -> bool:
+            return first.reply is not before and bool(first.reply and first.reply.frames)
+
+        await until(streaming, 60, "the long reply's text")
+        busy = await second.send("还有吗")  # the fifth message from this address
+        assert busy.error is not None and "Many people are chatting" in busy.error
+        await first.stop()
+        await long
+        refused = await second.send("再来")  # the sixth this minute: over the five
+        assert refused.error is not None and "5 messages in the last minute" in refused.error
+
+
+async def test_one_address_holds_a_bounded_number_of_chats(open_app: AppServer) -> None:
+    url, here = open_app.url, visitor()
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(3):
+            await stack.enter_async_context(ChatClient.connect(url, source=here))
+        with pytest.raises(socketio.exceptions.ConnectionError):
+            async with ChatClient.connect(url, source=here):
+                pass
+    async with ChatClient.connect(url, source=here):  # the closed chats gave their places back
+        pass
+
+
+async def test_a_visitor_at_the_cap_does_not_stop_another_address(open_app: AppServer) -> None:
+    """Every anonymous visitor was one address (engine.io's environ names 127.0.0.1 for
+    every websocket): one visitor's tabs locked everyone out."""
+    url, greedy = open_app.url, visitor()
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(3):
+            await stack.enter_async_context(ChatClient.connect(url, source=greedy))
+        with pytest.raises(socketio.exceptions.ConnectionError):
+            await stack.enter_async_context(ChatClient.connect(url, source=greedy))
+        async with ChatClient.connect(url, source=visitor()) as other:
+            reply = await other.send("你好")
+        assert reply.error is None and reply.text
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=[next(iter(c)) for c in CLAIMS])
+async def test_a_client_naming_its_own_address_gets_no_more_chats(
+    open_app: AppServer, claim: dict[str, str]
+) -> None:
+    url, here = open_app.url, visitor()
+    async with contextlib.AsyncExitStack() as stack:
+        for n in range(3):
+            own = {name: value.replace(".0.", f".{n}.") for name, value in claim.items()}
+            await stack.enter_async_context(ChatClient.connect(url, headers=own, source=here))
+        with pytest.raises(socketio.exceptions.ConnectionError):
+            await stack.enter_async_context(ChatClient.connect(url, headers=claim, source=here))
