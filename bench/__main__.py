@@ -31,14 +31,17 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from deploy.loading import load_settings
 from deploy.preflight import Plan, preflight
 from deploy.settings import SettingsError
 
+from .charts import write_chart
 from .cores import cores_path
 from .measure import LoadResult, Loads
+from .openloop import OpenLoop, RateResult, Slo
 from .paths import (
     PROMPT,
     VllmServer,
@@ -48,7 +51,7 @@ from .paths import (
     remote_path,
     vllm_server,
 )
-from .report import comparisons, table, write_chart, write_json
+from .report import capacities, comparisons, rates_table, table, write_json
 from .shapes import SHAPES, run_shapes, shapes_table
 
 PATHS = ("engine", "app", "http", "chainlit", "workers", "engines", "cores", "remote")  # 5 by name
@@ -56,7 +59,12 @@ PATHS = ("engine", "app", "http", "chainlit", "workers", "engines", "cores", "re
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="*",
+        help="closed bursts; default 1 16 64 256 (none with --rate)",
+    )
     parser.add_argument("--reply-tokens", type=int, default=256)
     parser.add_argument(
         "--rounds", type=int, default=1, help="each load this many times in a row (summed)"
@@ -84,14 +92,71 @@ def _parser() -> argparse.ArgumentParser:
         "for the http and remote paths; default: start one",
     )
     parser.add_argument("--out", type=Path, default=Path("artifacts/bench"))
+    _open_loop_options(parser)
     return parser
 
 
-async def _run(plan: Plan, args: argparse.Namespace) -> tuple[list[LoadResult], list[LoadResult]]:
-    results: list[LoadResult] = []
-    cold: list[LoadResult] = []
+def _open_loop_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("open loop (bench.openloop, bench.traffic)")
+    group.add_argument(
+        "--rate", type=float, nargs="*", help="new conversations a second (Poisson); "
+        "no value: the sweep for the capacity at the SLO"
+    )  # fmt: skip
+    group.add_argument("--duration-s", type=float, default=20.0, help="arrivals for this long")
+    group.add_argument("--turns", type=int, default=2, help="messages a conversation")
+    group.add_argument("--think-s", type=float, default=2.0, help="mean pause between them")
+    group.add_argument("--reply-median", type=int, default=256, help="reply tokens, median")
+    group.add_argument("--reply-max", type=int, default=1024, help="reply tokens, at most")
+    group.add_argument("--first-rate", type=float, default=2.0, help="the sweep's first rate")
+    group.add_argument(
+        "--slo", default="ttft_p99_ms=500,itl_p99_ms=100", help="first token and time per "
+        "token, p99 (default ttft_p99_ms=500,itl_p99_ms=100)"
+    )  # fmt: skip
+
+
+Measured = tuple[list[LoadResult], list[LoadResult], list[RateResult]]  # cold, loads, rates
+
+
+async def _path(
+    path: str, plan: Plan, args: argparse.Namespace, vllm: Callable[[], Awaitable[VllmServer]]
+) -> Measured:
+    """One path: its cold burst (the socket paths), its loads, its open loop's rates."""
     loads = Loads(tuple(sorted(set(args.concurrency))), args.reply_tokens, max(1, args.rounds))
-    out = args.out
+    out, open_loop = args.out, _open_loop(args, plan)
+    if path == "engine":
+        return [], *await engine_path(plan, loads, open_loop)
+    if path == "cores":
+        return [], *await cores_path(plan, loads, args.engines, open_loop)
+    group: dict[str, str] = {}
+    if path == "workers":
+        group = {"ERNIE_WORKERS": str(args.workers)}
+    elif path == "engines":
+        group = {"ERNIE_ENGINES": str(args.engines), "ERNIE_WORKERS": str(args.engine_workers)}
+    if path in ("app", "chainlit", "workers", "engines"):
+        burst, closed, rates = await app_path(loads, out, path=path, open_loop=open_loop, **group)
+    elif path == "http":
+        burst, closed, rates = await http_path(await vllm(), plan, loads, out, open_loop)
+    else:
+        burst, closed, rates = await remote_path(await vllm(), loads, out, args.replicas, open_loop)
+    return [burst], closed, rates
+
+
+def _open_loop(args: argparse.Namespace, plan: Plan) -> OpenLoop | None:
+    """The open loop the run asks for (``--rate``), or None."""
+    if args.rate is None:
+        return None
+    return OpenLoop(
+        duration_s=args.duration_s, turns=args.turns, think_s=args.think_s,
+        reply_median=args.reply_median, reply_max=args.reply_max, rates=tuple(args.rate),
+        first_rate=args.first_rate, slo=Slo.parse(args.slo),
+        system_prompt=plan.settings.system_prompt,
+    )  # fmt: skip
+
+
+async def _run(plan: Plan, args: argparse.Namespace) -> Measured:
+    cold: list[LoadResult] = []
+    results: list[LoadResult] = []
+    rates: list[RateResult] = []
     async with contextlib.AsyncExitStack() as stack:
         server: list[VllmServer] = []  # one for the http and remote paths, once needed
 
@@ -99,38 +164,18 @@ async def _run(plan: Plan, args: argparse.Namespace) -> tuple[list[LoadResult], 
             if args.vllm_url:
                 return VllmServer(str(args.vllm_url))
             if not server:
-                log = out / "vllm-server.log"
-                started = vllm_server(plan, log, args.api_servers)
+                started = vllm_server(plan, args.out / "vllm-server.log", args.api_servers)
                 server.append(await stack.enter_async_context(started))
             return server[0]
 
         # The in-process paths first: the vLLM server, once started, holds the GPU's memory.
         for path in sorted(args.paths, key=lambda p: p in ("http", "remote")):
             started = time.monotonic()
-            if path == "engine":
-                results += await engine_path(plan, loads)
-            elif path == "cores":
-                results += await cores_path(plan, loads, args.engines)
-            else:
-                if path in ("app", "chainlit"):
-                    burst, measured = await app_path(loads, out, path=path)
-                elif path == "workers":
-                    workers = str(args.workers)
-                    burst, measured = await app_path(loads, out, path=path, ERNIE_WORKERS=workers)
-                elif path == "engines":
-                    group = {"ERNIE_ENGINES": args.engines, "ERNIE_WORKERS": args.engine_workers}
-                    burst, measured = await app_path(
-                        loads, out, path=path, **{k: str(v) for k, v in group.items()}
-                    )
-                elif path == "http":
-                    burst, measured = await http_path(await vllm(), plan, loads, out)
-                else:
-                    burst, measured = await remote_path(await vllm(), loads, out, args.replicas)
-                cold.append(burst)
-                results += measured
+            burst, closed, measured = await _path(path, plan, args, vllm)
+            cold, results, rates = cold + burst, results + closed, rates + measured
             took = time.monotonic() - started
             print(f"{path}: done in {took:.0f} s", file=sys.stderr, flush=True)
-    return results, cold
+    return cold, results, rates
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         args.shapes = list(SHAPES)
     if args.paths is None:
         args.paths = [] if args.shapes else list(PATHS[:3])
+    if args.concurrency is None:
+        args.concurrency = [] if args.rate is not None else [1, 16, 64, 256]
     try:
         plan = preflight(load_settings()).alone()  # the engine path: one core in-process
     except SettingsError as exc:
@@ -146,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    results, cold = asyncio.run(_run(plan, args))
+    cold, results, rates = asyncio.run(_run(plan, args))
     shapes = []
     if args.shapes:
         sizes = {"chats": args.shape_chats, "bursts": args.bursts, "tabs": args.idle_tabs}
@@ -168,11 +215,15 @@ def main(argv: list[str] | None = None) -> int:
         print(table(results + cold))
     for row in comparisons(results, cold):
         print(json.dumps(row, ensure_ascii=False))
+    if rates:
+        print(rates_table(rates))
+        print(json.dumps({"capacity at the SLO": capacities(rates)}, ensure_ascii=False))
     if shapes:
         print(shapes_table(shapes))
-    write_json(args.out / "bench.json", meta | {"shapes": shapes}, results, cold)
-    if results:
-        write_chart(args.out / "bench.png", results, f"{meta['machine']}: {settings.model}")
+    write_json(args.out / "bench.json", meta | {"shapes": shapes}, results, cold, rates)
+    if results or rates:
+        title, slo = f"{meta['machine']}: {settings.model}", Slo.parse(args.slo).ttft_p99_ms
+        write_chart(args.out / "bench.png", results, rates, title, slo)
     print(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.png'}", file=sys.stderr)
     return 0
 

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
+import time
 from collections.abc import Sequence
 from functools import partial
 from multiprocessing.connection import Connection
@@ -24,7 +25,9 @@ from deploy.preflight import Plan
 from engine.local import shut_down
 
 from .measure import LoadResult, Loads, ProcessWatch, ReplyTiming, measure_loads, timed
-from .paths import engine_load, engine_request
+from .openloop import OpenLoop, RateResult, Turn, run_rate, sweep
+from .paths import engine_load, engine_request, engine_talker
+from .traffic import Conversation
 
 __all__ = ["cores_path"]
 
@@ -38,12 +41,16 @@ def _core(plan: Plan, index: int, reply_tokens: int, conn: Connection) -> None:
 
 
 async def _serve(plan: Plan, reply_tokens: int, conn: Connection) -> None:
+    """Each load the parent asks for: a number of chats at once, or (visitors, start)."""
     request = engine_request(plan, reply_tokens)
     llm = AsyncLLM.from_engine_args(build_engine_args(plan))
     try:
         conn.send("ready")
-        while (chats := await asyncio.to_thread(conn.recv)) is not None:
-            conn.send(await engine_load(llm, request, chats))
+        while (asked := await asyncio.to_thread(conn.recv)) is not None:
+            if isinstance(asked, int):
+                conn.send(await engine_load(llm, request, asked))
+            else:
+                conn.send(await run_rate(engine_talker(plan, llm), *asked))
     finally:
         await shut_down(llm)
 
@@ -51,6 +58,15 @@ async def _serve(plan: Plan, reply_tokens: int, conn: Connection) -> None:
 def _split(chats: int, count: int) -> list[int]:
     """``chats`` over ``count`` cores, as even as it goes."""
     return [chats // count + (i < chats % count) for i in range(count)]
+
+
+async def _open(pipes: Sequence[Connection], visitors: list[Conversation]) -> list[list[Turn]]:
+    """The visitors over the cores in turn, each at its moment from one start."""
+    start = time.monotonic() + 1.0
+    for index, conn in enumerate(pipes):
+        conn.send(([v for v in visitors if v.index % len(pipes) == index], start))
+    talks = await asyncio.gather(*(asyncio.to_thread(conn.recv) for conn in pipes))
+    return [talk for core in talks for talk in core]
 
 
 async def _load(pipes: Sequence[Connection], chats: int) -> list[ReplyTiming]:
@@ -61,9 +77,11 @@ async def _load(pipes: Sequence[Connection], chats: int) -> list[ReplyTiming]:
     return [reply for core in replies for reply in core]
 
 
-async def cores_path(plan: Plan, loads: Loads, count: int) -> list[LoadResult]:
+async def cores_path(
+    plan: Plan, loads: Loads, count: int, open_loop: OpenLoop | None = None
+) -> tuple[list[LoadResult], list[RateResult]]:
     """``count`` bare engine cores, started one after the other (each measures the GPU's
-    free memory), then measured together at every load."""
+    free memory), then measured together at every load and every rate."""
     settings = plan.settings.with_values("bench", engines=count, workers=1)
     plan = dataclasses.replace(plan, settings=settings)
     spawn = multiprocessing.get_context("spawn")
@@ -79,7 +97,11 @@ async def cores_path(plan: Plan, loads: Loads, count: int) -> list[LoadResult]:
                 raise RuntimeError(f"cores: core {index} did not start")
         watch = ProcessWatch(*(process.pid for process in processes if process.pid))
         try:
-            return await measure_loads("cores", loads, watch, timed(watch, partial(_load, pipes)))
+            one_round = timed(watch, partial(_load, pipes))
+            closed = await measure_loads("cores", loads, watch, one_round)
+            if open_loop is None:
+                return closed, []
+            return closed, await sweep("cores", partial(_open, pipes), open_loop)
         finally:
             watch.close()
     finally:

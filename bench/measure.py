@@ -43,8 +43,9 @@ class Loads:
     rounds: int = 1
 
     @property
-    def largest(self) -> int:
-        return self.chats[-1]
+    def warm_up(self) -> int:
+        """The chats of the warm-up: the largest load, or 16 when only the open loop runs."""
+        return self.chats[-1] if self.chats else 16
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ async def measure_loads(
 ) -> list[LoadResult]:
     """A warm-up at the largest load (not counted), then each load's rounds, with the peak
     memory of the watched processes."""
-    await one_round(loads.largest)
+    await one_round(loads.warm_up)
     results = []
     for chats in loads.chats:
         watch.reset_peak()

@@ -7,7 +7,7 @@ import contextlib
 import functools
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +35,9 @@ from .measure import (
     summarise,
     timed,
 )
+from .openloop import OpenLoop, RateResult, Turn, run_rate, sweep
+from .talk import engine_conversation, socket_conversation
+from .traffic import Conversation
 
 __all__ = [
     "PROMPT",
@@ -49,6 +52,9 @@ __all__ = [
     "vllm_server",
 ]
 
+# What a socket path measured: its cold burst, its loads, its open loop's rates.
+PathResult = tuple[LoadResult, list[LoadResult], list[RateResult]]
+Converse = Callable[[Conversation], Awaitable[list[Turn]]]
 # A realistic first message of a Chinese chat: a question with some context (~150 characters).
 PROMPT = (
     "我下个月要去杭州出差三天，第一次去。工作日白天都在滨江开会，晚上和周末有空。"
@@ -108,14 +114,30 @@ async def engine_load(
     return list(await asyncio.gather(*(_drain(llm, *request) for _ in range(chats))))
 
 
-async def engine_path(plan: Plan, loads: Loads) -> list[LoadResult]:
+def engine_talker(plan: Plan, llm: AsyncLLM) -> Converse:
+    """Conversations straight to ``llm``, prompts built as the app builds them."""
+    settings = plan.settings
+    model = load_model_info(settings)
+    builder = PromptBuilder(model.tokenizer, max_model_len=settings.max_model_len)
+    defaults = {"system_prompt": resolve_system_prompt(settings.system_prompt)}
+    defaults["sampling"] = model.sampling_defaults
+    return functools.partial(engine_conversation, llm, builder, defaults)
+
+
+async def engine_path(
+    plan: Plan, loads: Loads, open_loop: OpenLoop | None = None
+) -> tuple[list[LoadResult], list[RateResult]]:
     """The raw AsyncLLM in this process, vLLM's own detokenizer: the ceiling."""
     request = engine_request(plan, loads.reply_tokens)
     llm = AsyncLLM.from_engine_args(build_engine_args(plan))
     watch = ProcessWatch(os.getpid())
     try:
         load = timed(watch, lambda chats: engine_load(llm, request, chats))
-        return await measure_loads("engine", loads, watch, load)
+        closed = await measure_loads("engine", loads, watch, load)
+        if open_loop is None:
+            return closed, []
+        run = functools.partial(run_rate, engine_talker(plan, llm))
+        return closed, await sweep("engine", run, open_loop)
     finally:
         watch.close()
         await shut_down(llm)
@@ -127,7 +149,9 @@ async def _chat_round(urls: Sequence[str], chats: int, watch: ProcessWatch, path
     async with contextlib.AsyncExitStack() as stack:
         clients = await asyncio.gather(
             *(
-                stack.enter_async_context(ChatClient.connect(urls[i % len(urls)]))
+                stack.enter_async_context(
+                    ChatClient.connect(urls[i % len(urls)], settle=not path.startswith("http"))
+                )
                 for i in range(chats)
             )
         )
@@ -147,18 +171,33 @@ async def _chat_round(urls: Sequence[str], chats: int, watch: ProcessWatch, path
 
 
 async def _socket_loads(
-    path: str, servers: Sequence[Server], loads: Loads, extra_pids: Sequence[int] = ()
-) -> tuple[LoadResult, list[LoadResult]]:
-    """A cold burst right after ready (reported apart), a warm-up, then the loads; the
-    CPU of the servers' process trees (and of ``extra_pids``': a vLLM server's)."""
+    path: str,
+    servers: Sequence[Server],
+    loads: Loads,
+    extra_pids: Sequence[int] = (),
+    open_loop: OpenLoop | None = None,
+) -> PathResult:
+    """A cold burst right after ready (reported apart), a warm-up, the loads, then the
+    open loop's rates; the CPU of the servers' process trees (and of ``extra_pids``': a
+    vLLM server's)."""
     urls = [server.url for server in servers]
     watch = ProcessWatch(*(server.process.pid for server in servers), *extra_pids)
     try:
         cold = f"{path}-cold"
-        burst = await _chat_round(urls, min(64, loads.largest), watch, cold)
+        burst = await _chat_round(urls, min(64, loads.warm_up), watch, cold)
         cold_result = summarise(cold, [burst], loads.reply_tokens, watch.peak_rss)
         one_round = functools.partial(_chat_round, urls, watch=watch, path=path)
-        return cold_result, await measure_loads(path, loads, watch, one_round)
+        closed = await measure_loads(path, loads, watch, one_round)
+        if open_loop is None:
+            return cold_result, closed, []
+
+        async def talk(visitor: Conversation) -> list[Turn]:
+            url = urls[visitor.index % len(urls)]
+            prompt, panel = open_loop.system_prompt, not path.startswith("http")
+            return await socket_conversation(url, visitor, system_prompt=prompt, panel=panel)
+
+        rates = await sweep(path, functools.partial(run_rate, talk), open_loop)
+        return cold_result, closed, rates
     finally:
         watch.close()
 
@@ -170,8 +209,9 @@ async def app_path(
     path: str = "app",
     replicas: int = 1,
     extra_pids: Sequence[int] = (),
+    open_loop: OpenLoop | None = None,
     **settings: str,
-) -> tuple[LoadResult, list[LoadResult]]:
+) -> PathResult:
     """The app as ``scripts/start.sh`` starts it (``python -m serve``; path ``chainlit``:
     ``chainlit run app.py``) with the same settings (and ``settings``), replies of exactly
     reply_tokens (``replicas`` processes with the chats spread over them: remote engines
@@ -191,7 +231,7 @@ async def app_path(
             await asyncio.to_thread(server.wait, "/readyz", READY_TIMEOUT_S)
             if env["ERNIE_WORKERS"] != "1" or env["ERNIE_ENGINES"] != "1":
                 await server.every_worker_ready(READY_TIMEOUT_S)  # not just the first unit
-        return await _socket_loads(path, servers, loads, extra_pids)
+        return await _socket_loads(path, servers, loads, extra_pids, open_loop)
 
 
 @dataclass(frozen=True)
@@ -213,8 +253,8 @@ async def vllm_server(plan: Plan, log: Path, api_servers: int = 1) -> AsyncItera
 
 
 async def remote_path(
-    vllm: VllmServer, loads: Loads, logs: Path, replicas: int
-) -> tuple[LoadResult, list[LoadResult]]:
+    vllm: VllmServer, loads: Loads, logs: Path, replicas: int, open_loop: OpenLoop | None
+) -> PathResult:
     """``replicas`` apps with ``ERNIE_ENGINE=remote`` on the vLLM server: the scale-out
     set-up (a load balancer spreads the chats over the apps)."""
     return await app_path(
@@ -223,14 +263,15 @@ async def remote_path(
         path="remote",
         replicas=replicas,
         extra_pids=vllm.pids,
+        open_loop=open_loop,
         ERNIE_ENGINE="remote",
         ERNIE_REMOTE_URL=vllm.url,
     )
 
 
 async def http_path(
-    vllm: VllmServer, plan: Plan, loads: Loads, logs: Path
-) -> tuple[LoadResult, list[LoadResult]]:
+    vllm: VllmServer, plan: Plan, loads: Loads, logs: Path, open_loop: OpenLoop | None
+) -> PathResult:
     """The guides' minimal Chainlit app over streaming HTTP to the vLLM server."""
     env = {
         "BENCH_VLLM_URL": vllm.url,
@@ -239,4 +280,4 @@ async def http_path(
     }
     with AppServer.run(env, logs / "http-app.log", app="bench/http_app.py") as server:
         await asyncio.to_thread(server.wait, "/", READY_TIMEOUT_S)
-        return await _socket_loads("http", [server], loads, vllm.pids)
+        return await _socket_loads("http", [server], loads, vllm.pids, open_loop)

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from .measure import LoadResult
+from .openloop import RateResult, capacity
 
-__all__ = ["columns", "comparisons", "table", "write_chart", "write_json"]
+__all__ = ["capacities", "columns", "comparisons", "rates_table", "table", "write_json"]
 
 # ERNIE_ENGINES' targets on one GPU (the issue): tok/s against the single engine, by chats.
 ENGINES_TARGETS = {64: 1.2, 256: 1.4, 512: 2.6}
@@ -89,42 +90,58 @@ def comparisons(results: list[LoadResult], cold: list[LoadResult]) -> list[dict[
     return rows
 
 
+RATE_COLUMNS = (
+    ("path", "path"),
+    ("offered_rate", "offered/s"),
+    ("achieved_rate", "achieved/s"),
+    ("ttft_p50_ms", "TTFT p50"),
+    ("ttft_p90_ms", "p90"),
+    ("ttft_p99_ms", "p99"),
+    ("frame_gap_p50_ms", "frame gap p50"),
+    ("frame_gap_p99_ms", "p99"),
+    ("itl_p50_ms", "ms/token p50"),
+    ("itl_p99_ms", "p99"),
+    ("turn_p99_ms", "turn p99"),
+    ("goodput", "goodput"),
+    ("meets_slo", "SLO met"),
+)
+
+
+def rates_table(rates: list[RateResult]) -> str:
+    return columns([r.as_dict() for r in rates], RATE_COLUMNS)
+
+
+def capacities(rates: list[RateResult]) -> dict[str, Any]:
+    """Each path's capacity at the SLO (conversations a second), and the targets: the
+    default set-up (``engines``) against its ceiling (``cores``) and the single engine."""
+    paths = sorted({r.path for r in rates})
+    found: dict[str, Any] = {path: capacity(rates, path) for path in paths}
+    engine, cores, default = found.get("engine"), found.get("cores"), found.get("engines")
+    if default is not None and cores:
+        found["engines/cores"] = round(default / cores, 3)
+        found["target engines>=0.9 cores"] = default >= 0.9 * cores
+    if default is not None and engine:
+        found["engines/engine"] = round(default / engine, 3)
+        found["target engines>=1.3 engine"] = default >= 1.3 * engine
+    return found
+
+
 def write_json(
-    path: Path, meta: dict[str, Any], results: list[LoadResult], cold: list[LoadResult]
+    path: Path,
+    meta: dict[str, Any],
+    results: list[LoadResult],
+    cold: list[LoadResult],
+    rates: list[RateResult],
 ) -> None:
     data = {
         **meta,
         "results": [r.as_dict() for r in results],
         "cold_bursts": [r.as_dict() for r in cold],
         "comparisons": comparisons(results, cold),
+        "open_loop": [r.as_dict() for r in rates],
+        "capacity": capacities(rates),
     }
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
-
-
-def write_chart(path: Path, results: list[LoadResult], title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, (speed, ttft) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for name in ("engine", "app", "http", "remote"):
-        rows = sorted(_by(results, name).values(), key=lambda r: r.chats)
-        if not rows:
-            continue
-        chats = [r.chats for r in rows]
-        speed.plot(chats, [r.total_tokens_per_s for r in rows], marker="o", label=name)
-        ttft.plot(chats, [r.ttft_p50_ms for r in rows], marker="o", label=name)
-    for axis, label in ((speed, "total tokens/s"), (ttft, "time to first token p50 (ms)")):
-        axis.set_xscale("log", base=2)
-        axis.set_xlabel("chats at once")
-        axis.set_ylabel(label)
-        axis.grid(True, alpha=0.3)
-        axis.legend()
-    figure.suptitle(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
 
 
 def _against_engine(

@@ -54,7 +54,6 @@ logger = logging.getLogger("serve.group")
 
 WORKER_TITLE = "ernie-chat worker"
 STABLE_S = 600.0  # a group that ran this long starts the count of restarts again
-PROXY_START_S = 0.5  # HAProxy binds its port or fails within this
 
 
 def _free_port() -> int:
@@ -173,8 +172,7 @@ class Group:
     def _open_port(self) -> Proxy | None:
         """HAProxy on the public port; None, with the cause logged, when it cannot serve."""
         proxy = Proxy.start(self.public, self.ports, self.forwarding, self.folder)
-        time.sleep(PROXY_START_S)
-        ended = proxy.ended()
+        ended = proxy.started()
         if ended:  # the port is taken, say: nothing to serve on
             logger.error("%s", ended)
             return None

@@ -20,21 +20,27 @@ from __future__ import annotations
 
 import resource
 import shutil
+import socket
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
     "COOKIE",
+    "SOCKET",
     "STARTING_PAGE",
     "Forwarding",
     "Proxy",
     "ProxyMissingError",
+    "ask",
     "config_text",
     "haproxy",
 ]
 
 COOKIE = "ERNIE_WORKER"
+SOCKET = "haproxy.sock"  # the stats socket, in the group's folder
+START_S = 10.0  # HAProxy binds its ports or ends within this
 HOUR = "1h"  # a chat's websocket may stay open and quiet that long
 # HAProxy's answer while no worker is up (the model downloading or loading, a restart): a
 # page that says so in both languages and reloads itself, not HAProxy's bare 503.
@@ -104,7 +110,8 @@ def _front_door(forwarding: Forwarding) -> str:
 def config_text(
     public: tuple[str, int], workers: list[int], forwarding: Forwarding, page: Path
 ) -> str:
-    """HAProxy's configuration for the group (``page``: ``STARTING_PAGE``'s file).
+    """HAProxy's configuration for the group (``page``: ``STARTING_PAGE``'s file; its
+    stats socket beside it, ``SOCKET``).
 
     Header names with anything but letters, digits and hyphens are dropped
     (``X_Forwarded_For`` reached the app as ``X-Forwarded-For``); a request must arrive
@@ -118,6 +125,7 @@ def config_text(
     )
     return f"""global
   maxconn {_max_connections()}
+  stats socket {page.with_name(SOCKET)} mode 600 level user
 defaults
   mode http
   retries 3
@@ -178,6 +186,20 @@ class Proxy:
             )
         return cls(process, log)
 
+    def started(self) -> str | None:
+        """None once HAProxy answers on its stats socket (it does once every port is
+        bound); how it ended, in one line, if it ended first."""
+        deadline = time.monotonic() + START_S
+        while True:
+            ended = self.ended()
+            if ended is not None:
+                return ended
+            if ask(self.log.with_name(SOCKET), "show info"):
+                return None
+            if time.monotonic() > deadline:
+                return f"HAProxy did not start within {START_S:.0f} s (its log: {self.log})"
+            time.sleep(0.02)
+
     def ended(self) -> str | None:
         """How HAProxy ended, with its first alert (the cause: a port in use, say), or None."""
         code = self.process.poll()
@@ -195,3 +217,15 @@ class Proxy:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def ask(stats_socket: Path, command: str) -> str:
+    """HAProxy's answer to ``command`` on its stats socket; "" while it does not answer."""
+    try:
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.settimeout(2)
+            conn.connect(str(stats_socket))
+            conn.sendall(command.encode() + b"\n")
+            return b"".join(iter(lambda: conn.recv(65536), b"")).decode(errors="replace")
+    except OSError:
+        return ""

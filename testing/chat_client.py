@@ -37,7 +37,6 @@ __all__ = ["ChatClient", "Reply", "wait_ready"]
 START_TIMEOUT_S = 60  # from connecting to the chat's start handler's end
 # Chainlit acknowledges a connection with a task_end, then runs the app's chat start
 # handler (if it has one) as a task: its task_start follows within milliseconds.
-HANDLER_GRACE_S = 0.5
 # python-socketio gives the namespace 1 s to connect; hundreds of chats opening at once
 # (each running the app's chat start) can take longer on a loaded server
 CONNECT_TIMEOUT_S = 30
@@ -51,6 +50,7 @@ class Reply:
     first_text_at: float | None = None
     ended_at: float | None = None
     frames: list[str] = field(default_factory=list)  # stream_start output and stream_token
+    frame_at: list[float] = field(default_factory=list)  # when each of them arrived
     final: str | None = None  # the complete reply message, when the app sends one
     error: str | None = None  # an error message the app sent instead of (or during) a reply
     updated: bool = False  # the app sent the reply again (its final form after a reconnect)
@@ -104,7 +104,8 @@ class ChatClient:
     ) -> AsyncIterator[ChatClient]:
         """A new chat, or with ``thread_id`` one resumed from the history; ``headers`` go
         with the websocket handshake (a session cookie); ``source``: the loopback address
-        it speaks from; ``settle``: wait for the chat's start before handing it over."""
+        it speaks from; ``settle``: wait for the chat's start before handing it over (an
+        app without a chat start handler: pass False)."""
         local = None if source is None else (source, 0)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=local)) as http:
             sio = socketio.AsyncClient(http_session=http, reconnection_delay=0.5)
@@ -240,6 +241,7 @@ class ChatClient:
     def _text_arrived(self, text: str) -> None:
         assert self._reply is not None
         self._reply.frames.append(text)
+        self._reply.frame_at.append(time.monotonic())
         if self._reply.first_text_at is None:
             self._reply.first_text_at = time.monotonic()
 
@@ -258,11 +260,8 @@ class ChatClient:
         if self._resuming:
             await asyncio.wait_for(self._started.wait(), START_TIMEOUT_S)
             return
-        await until(lambda: self._tasks, START_TIMEOUT_S, "connection ack", interval_s=0.01)
-        with contextlib.suppress(AssertionError):  # an app without a chat start handler
-            await until(lambda: "start" in self._tasks, HANDLER_GRACE_S, "chat start")
-        if "start" in self._tasks:
-            await until(lambda: self._tasks[-1] == "end", START_TIMEOUT_S, "chat start's end")
+        await until(lambda: "start" in self._tasks, START_TIMEOUT_S, "chat start", interval_s=0.01)
+        await until(lambda: self._tasks[-1] == "end", START_TIMEOUT_S, "chat start's end")
 
     async def _on_task_start(self, *_: Any) -> None:
         self._tasks.append("start")

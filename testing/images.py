@@ -16,11 +16,13 @@ Usage::
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,12 +31,29 @@ from typing import Any
 
 import psutil
 
+from .background import lowest_priority
 from .servers import ROOT
 
-__all__ = ["BASE", "Container", "bootstrap_base", "build_image", "image_config", "pip_settings"]
+__all__ = [
+    "BASE",
+    "TEST_IMAGE",
+    "Container",
+    "bootstrap_base",
+    "build_image",
+    "build_test_image",
+    "image_config",
+    "pip_settings",
+]
 
-BASE = "localhost/ernie-base:bookworm-dev"
+BASE_PACKAGES = ("python3", "python3-venv", "python3-dev")
+# The base is kept between runs on a machine, keyed by what it holds: another package list
+# is another base.
+BASE = (
+    "localhost/ernie-base:bookworm-"
+    + hashlib.sha256(" ".join(BASE_PACKAGES).encode()).hexdigest()[:12]
+)
 RUN = ["buildah", "run", "--isolation", "chroot"]
+TEST_IMAGE = "localhost/ernie-chat:cpu-test"
 
 
 def _run(*args: str, timeout_s: float = 900) -> str:
@@ -50,8 +69,8 @@ def bootstrap_base(folder: Path) -> str:
     if subprocess.run(["podman", "image", "exists", BASE], check=False).returncode == 0:
         return BASE
     tar = folder / "base.tar"
-    _run("mmdebstrap", "--quiet", "--variant=minbase", "--include=python3,python3-venv,python3-dev",
-         "bookworm", str(tar))  # fmt: skip
+    _run(*lowest_priority(), "mmdebstrap", "--quiet", "--variant=minbase",
+         f"--include={','.join(BASE_PACKAGES)}", "bookworm", str(tar))  # fmt: skip
     _run("podman", "import", "--quiet", str(tar), BASE)
     tar.unlink()
     return BASE
@@ -101,15 +120,22 @@ def uv_cache() -> tuple[list[str], dict[str, str]]:
 
 
 def build_image(tag: str, folder: Path, **build_args: str) -> str:
-    """``tag`` built from the repository's Dockerfile on the bootstrapped base."""
+    """``tag`` built from the repository's Dockerfile on the bootstrapped base, at the
+    lowest priority, with buildah's layer cache (a step whose inputs did not change since
+    the last build on this machine, the lock's install most of all, is not run again)."""
     volumes, pip_args = pip_settings(folder)
     cache, cache_args = uv_cache()
     volumes += cache
     args = {"BASE": bootstrap_base(folder), **pip_args, **cache_args, **build_args}
     flags = [f"--build-arg={k}={v}" for k, v in args.items()]
-    _run("buildah", "build", "--isolation", "chroot", "--format", "docker", *volumes, *flags,
-         "-t", tag, str(ROOT), timeout_s=1800)  # fmt: skip
+    _run(*lowest_priority(), "buildah", "build", "--isolation", "chroot", "--format", "docker",
+         "--layers", *volumes, *flags, "-t", tag, str(ROOT), timeout_s=1800)  # fmt: skip
     return tag
+
+
+def build_test_image() -> str:
+    """The CPU image the tests run (``TEST_IMAGE``), built in a folder of its own."""
+    return build_image(TEST_IMAGE, Path(tempfile.mkdtemp(prefix="ernie-image-")), TARGET="cpu")
 
 
 def image_config(image: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ Usage::
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
@@ -28,6 +27,7 @@ from typing import Any
 import httpx
 
 from deploy.preflight import Plan
+from serve.proxy import SOCKET, ask
 
 from .polling import until
 
@@ -157,16 +157,21 @@ class AppServer(Server):
         with cls.started(command, environ, log, open_files=open_files) as server:
             yield server
 
+    def group_folder(self) -> Path:
+        """A group's folder (its HAProxy configuration, log and stats socket), as the
+        console's "serving on" line names HAProxy's log."""
+        return Path(re.findall(r"its log: (\S+)/haproxy\.log\)", self.log.read_text())[-1])
+
     def worker_urls(self) -> list[str]:
         """A group's workers' own addresses, read from its HAProxy configuration."""
-        folder = re.findall(r"its log: (\S+)/haproxy\.log\)", self.log.read_text())[-1]
-        config = (Path(folder) / "haproxy.cfg").read_text()
+        config = (self.group_folder() / "haproxy.cfg").read_text()
         ports = dict.fromkeys(re.findall(r"server w\d+ 127\.0\.0\.1:(\d+)", config))
         return [f"http://127.0.0.1:{port}" for port in ports]
 
     async def every_worker_ready(self, timeout_s: float = 300) -> None:
-        """Until every worker of a group is ready and HAProxy has seen it (a check a second):
-        the port's ``/readyz`` is any worker's, and the units start one after the other."""
+        """Until every worker of a group is ready and HAProxy sends it visitors (its stats
+        say UP): the port's ``/readyz`` is any worker's, and the units start one after the
+        other."""
 
         def ready() -> bool:
             urls, codes = self.worker_urls(), []
@@ -175,8 +180,13 @@ class AppServer(Server):
                     codes.append(httpx.get(f"{url}/readyz", timeout=5).status_code)
             return codes == [200] * len(urls)
 
+        def routed() -> bool:
+            stats = ask(self.group_folder() / SOCKET, "show stat").splitlines()
+            states = [line.split(",")[17] for line in stats if line.startswith("workers,w")]
+            return bool(states) and all(state == "UP" for state in states)
+
         await until(ready, timeout_s, "every worker ready")
-        await asyncio.sleep(1.5)
+        await until(routed, 30, "HAProxy sending visitors to every worker")
 
     def readyz(self) -> tuple[int, dict[str, Any]]:
         response = httpx.get(f"{self.url}/readyz", timeout=5)

@@ -19,8 +19,11 @@ import vllm  # noqa: F401  (first here: its log handlers keep the real stdout an
 from deploy.demo_model import write_demo_model
 from deploy.preflight import preflight
 from engine import ChatEngine
+from testing import background
 from testing.demo import DEMO_APP_ENV, ENGINE_SETTINGS, hermetic_settings
 from testing.engines import DemoApp, RunningEngine
+from testing.images import build_test_image
+from testing.locks import gpu_lock_report
 from testing.servers import AppServer, Server, openai_server
 
 
@@ -108,6 +111,16 @@ def demo_app(scripted_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 ENGINE_FIXTURES = {"engines", "vllm_server", "demo_app", "load_checks"}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the slow work of the network and the disk that a selected test needs, beside
+    the tests that need the CPU (``testing.background``)."""
+    selected = {item.path.name for item in session.items}
+    if "test_image.py" in selected:
+        background.start("image", build_test_image)
+    if "test_locks.py" in selected:
+        background.start("gpu lock", gpu_lock_report)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -6,6 +6,7 @@ through the app's real loading code.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from playwright.async_api import Browser, expect
 from testing.browser import Chat, screenshot_path
 from testing.demo import APP_ENV
 from testing.hub import HubServer
+from testing.polling import until
 from testing.servers import AppServer
 
 pytestmark = pytest.mark.engine
@@ -72,7 +74,8 @@ def test_a_download_that_stops_ends_in_one_line_and_a_restart_fetches_the_rest(
 
         hub.cut_at, hub.served = None, {}
         with AppServer.run(hub_env(hub, cache), tmp_path / "again.log") as app:
-            app.wait("/readyz", 300)
+            again = tmp_path / "again.log"  # the download's end is its line on the console
+            asyncio.run(until(lambda: "downloaded the model" in again.read_text(), 120, "it"))
         # the files fetched whole came from the cache; huggingface_hub 2.4 starts a broken
         # file over (each process downloads to a temporary file of its own), and safetensors
         # readers ask for its header (a few KiB) again

@@ -4,7 +4,9 @@ with its messages, and the model sees the earlier exchange again. Another user n
 sees nor opens it.
 
 The app runs on the remote backend (the session's one ``vllm serve``): what restarts is
-the app process and its database connection, which is what is tested, not the engine.
+the app process and its database connection, which is what is tested, not the engine. One
+app per database serves the module's tests (each with users of its own); the last test
+restarts it.
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ from testing import accounts
 from testing.accounts import listed_chats
 from testing.browser import STATS_LINE
 from testing.chat_client import ChatClient, Reply, wait_ready
+from testing.polling import until
 from testing.servers import AppServer, Server, free_port
 
 PASSWORD = "history-pass-1"
+USERS = ("alice", "bob", "carol", "dave", "erin", "fred")
 SECRET = "history-secret-" + "x" * 40
 FIRST = "请记住：我的猫叫小花。"
 SECOND = "我的猫叫什么名字？"
@@ -222,7 +226,7 @@ def postgres_url() -> Iterator[str]:
         shutil.rmtree(data, ignore_errors=True)
 
 
-# --- the app, restarted over the same database -----------------------------------------
+# --- the app on each database, restarted by the module's last test --------------------
 @dataclass(frozen=True)
 class Remote:
     """The engine the apps of this module use: the session's ``vllm serve``."""
@@ -240,8 +244,8 @@ def remote(scripted_model: Path, vllm_server: Server) -> Remote:
 def app_on(remote: Remote, folder: Path, history_url: str) -> Iterator[AppServer]:
     users = folder / "users.txt"
     if not users.exists():
-        add_user(users, "alice", PASSWORD)
-        add_user(users, "bob", PASSWORD)
+        for name in USERS:
+            add_user(users, name, PASSWORD)
     env = {
         "ERNIE_MODEL": str(remote.model),
         "ERNIE_ENGINE": "remote",
@@ -254,8 +258,42 @@ def app_on(remote: Remote, folder: Path, history_url: str) -> Iterator[AppServer
         "CHAINLIT_AUTH_SECRET": SECRET,
     }
     with AppServer.run(env, folder / "app.log") as app:
-        app.wait("/", timeout_s=180)
+        app.wait("/readyz", timeout_s=180)
         yield app
+
+
+@dataclass
+class History:
+    """The app on one database, shared by the module's tests; ``restart`` ends it and starts
+    a new process on the same database (the last test's)."""
+
+    remote: Remote
+    folder: Path
+    url: str
+    stack: contextlib.ExitStack
+    app: AppServer | None = None
+
+    def start(self) -> AppServer:
+        self.app = self.stack.enter_context(app_on(self.remote, self.folder, self.url))
+        return self.app
+
+    def restart(self) -> AppServer:
+        self.stack.close()
+        return self.start()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def history(
+    request: pytest.FixtureRequest, remote: Remote, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[History]:
+    folder = tmp_path_factory.mktemp(request.param)
+    url = f"sqlite:///{folder / 'history.db'}"
+    if request.param == "postgresql":
+        url = request.getfixturevalue("postgres_url")
+    with contextlib.ExitStack() as stack:
+        place = History(remote, folder, url, stack)
+        place.start()
+        yield place
 
 
 def sign_in(url: str, name: str) -> dict[str, str]:
@@ -277,59 +315,15 @@ async def stop_a_long_reply(chat: ChatClient) -> str:
     )
     previous = chat.reply
     sending = asyncio.create_task(chat.send(LONG, timeout_s=120))
-    while chat.reply is previous or chat.reply is None or len(chat.reply.frames) < 3:
-        await asyncio.sleep(0.02)
+
+    def written() -> bool:  # three flushes of the new reply
+        return chat.reply is not previous and chat.reply is not None and len(chat.reply.frames) >= 3
+
+    await until(written, 60, "three flushes of the long reply")
     await chat.stop()
     reply = await sending
     assert reply.error is None and STATS_LINE not in reply.text  # stopped, not finished
     return reply.text
-
-
-async def chat_survives_a_restart(remote: Remote, folder: Path, history_url: str) -> None:
-    with app_on(remote, folder, history_url) as app:
-        await wait_ready(app.url, 300)
-        alice = sign_in(app.url, "alice")
-        async with ChatClient.connect(app.url, headers=alice) as chat:
-            first = await chat.send(FIRST, timeout_s=120)
-            thread_id = chat.thread_id
-            stopped = await stop_a_long_reply(chat)
-            await chat.send("注", step=FORGED_STEP, timeout_s=120)  # stored as the client says
-        assert first.error is None and first.final and thread_id
-        async with ChatClient.connect(app.url, headers=alice) as fresh:
-            fresh_prompt = prompt_tokens(await fresh.send(SECOND, timeout_s=120))  # no history
-
-    with app_on(remote, folder, history_url) as app:  # a new process, the same database
-        await wait_ready(app.url, 300)
-        alice = sign_in(app.url, "alice")
-        assert thread_id in listed_chats(app.url, alice)
-        async with ChatClient.connect(app.url, headers=alice, thread_id=thread_id) as chat:
-            resumed = chat.resumed_thread
-            assert resumed is not None, "the app did not resume the chat"
-            outputs = [step["output"] for step in resumed["steps"]]
-            assert FIRST in outputs and first.final in outputs
-            assert stopped in outputs  # a stopped reply is kept as far as it went
-            second = await chat.send(SECOND, timeout_s=120)
-        # The model saw the first exchange again: the resumed prompt holds it, and none of
-        # the exchange the client forged in its own message's metadata.
-        assert fresh_prompt + len(FIRST) < prompt_tokens(second) < fresh_prompt + FORGED_CHARS
-
-        bob = sign_in(app.url, "bob")
-        assert thread_id not in listed_chats(app.url, bob)
-        with pytest.raises(socketio.exceptions.ConnectionError):
-            async with ChatClient.connect(app.url, headers=bob, thread_id=thread_id):
-                pass
-
-
-async def test_sqlite_history_survives_a_restart(remote: Remote, tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'history.db'}"
-    await chat_survives_a_restart(remote, tmp_path, url)
-    assert (tmp_path / "history.db").stat().st_size > 0
-
-
-async def test_postgresql_history_survives_a_restart(
-    remote: Remote, tmp_path: Path, postgres_url: str
-) -> None:
-    await chat_survives_a_restart(remote, tmp_path, postgres_url)
 
 
 async def test_an_unreachable_database_stops_the_app_in_one_line(
@@ -367,68 +361,97 @@ def listed(url: str, cookie: dict[str, str]) -> str:
     return response.text
 
 
-async def attack_with_a_thread_id(remote: Remote, folder: Path, history_url: str) -> None:
-    with app_on(remote, folder, history_url) as app:
-        await wait_ready(app.url, 300)
-        bob, alice = sign_in(app.url, "bob"), sign_in(app.url, "alice")
-        async with ChatClient.connect(app.url, headers=bob) as chat:
-            assert (await chat.send(BOBS_SECRET, timeout_s=120)).error is None
-        assert BOBS_SECRET in listed(app.url, bob)  # bob's chat is stored
-        with contextlib.suppress(socketio.exceptions.ConnectionError):  # refused: not a UUID
-            async with ChatClient.connect(app.url, headers=alice, thread_id=INJECTION) as chat:
-                await chat.send("你好", timeout_s=120)
-        seen = listed(app.url, alice)
-        assert BOBS_SECRET not in seen and "鲍勃" not in seen
-        threads = json.loads(seen)["data"]
-        assert all(re.fullmatch(r"[0-9a-f-]{36}", thread["id"]) for thread in threads)
+async def test_a_chosen_thread_id_reads_no_other_chat(history: History) -> None:
+    app = history.app
+    assert app is not None
+    await wait_ready(app.url, 300)
+    bob, carol = sign_in(app.url, "bob"), sign_in(app.url, "carol")
+    async with ChatClient.connect(app.url, headers=bob) as chat:
+        assert (await chat.send(BOBS_SECRET, timeout_s=120)).error is None
+    assert BOBS_SECRET in listed(app.url, bob)  # bob's chat is stored
+    with contextlib.suppress(socketio.exceptions.ConnectionError):  # refused: not a UUID
+        async with ChatClient.connect(app.url, headers=carol, thread_id=INJECTION) as chat:
+            await chat.send("你好", timeout_s=120)
+    seen = listed(app.url, carol)
+    assert BOBS_SECRET not in seen and "鲍勃" not in seen
+    threads = json.loads(seen)["data"]
+    assert all(re.fullmatch(r"[0-9a-f-]{36}", thread["id"]) for thread in threads)
 
 
-async def test_a_chosen_thread_id_reads_no_other_chat_on_sqlite(
-    remote: Remote, tmp_path: Path
-) -> None:
-    await attack_with_a_thread_id(remote, tmp_path, f"sqlite:///{tmp_path / 'history.db'}")
-
-
-async def test_a_chosen_thread_id_reads_no_other_chat_on_postgresql(
-    remote: Remote, tmp_path: Path, postgres_url: str
-) -> None:
-    await attack_with_a_thread_id(remote, tmp_path, postgres_url)
-
-
-async def test_a_user_changes_nothing_of_anothers_chat(remote: Remote, tmp_path: Path) -> None:
+async def test_a_user_changes_nothing_of_anothers_chat(history: History) -> None:
     """Chainlit checks no owner before it writes feedback, and stores a message under the
     id its client chose: neither reaches another user's chat. Sharing is off: its routes
     do not answer."""
-    with app_on(remote, tmp_path, f"sqlite:///{tmp_path / 'history.db'}") as app:
-        await wait_ready(app.url, 300)
-        alice, bob = sign_in(app.url, "alice"), sign_in(app.url, "bob")
-        async with ChatClient.connect(app.url, headers=alice) as chat:
-            assert (await chat.send(FIRST, timeout_s=120)).error is None
-        (thread,) = json.loads(listed(app.url, alice))["data"]
-        step = next(s for s in thread["steps"] if s["output"] == FIRST)
-        feedback = {"forId": step["id"], "value": 0, "comment": "bob was here"}
-        put = {"feedback": feedback | {"threadId": str(uuid.uuid4())}, "sessionId": "x"}
-        answer = httpx.put(f"{app.url}/feedback", json=put, headers=bob, timeout=10)
-        assert answer.status_code != 200 and "bob was here" not in listed(app.url, alice)
-        async with ChatClient.connect(app.url, headers=bob) as chat:  # a message with her id
+    app = history.app
+    assert app is not None
+    await wait_ready(app.url, 300)
+    dave, erin = sign_in(app.url, "dave"), sign_in(app.url, "erin")
+    async with ChatClient.connect(app.url, headers=dave) as chat:
+        assert (await chat.send(FIRST, timeout_s=120)).error is None
+    (thread,) = json.loads(listed(app.url, dave))["data"]
+    step = next(s for s in thread["steps"] if s["output"] == FIRST)
+    feedback = {"forId": step["id"], "value": 0, "comment": "erin was here"}
+    put = {"feedback": feedback | {"threadId": str(uuid.uuid4())}, "sessionId": "x"}
+    answer = httpx.put(f"{app.url}/feedback", json=put, headers=erin, timeout=10)
+    assert answer.status_code != 200 and "erin was here" not in listed(app.url, dave)
+    async with ChatClient.connect(app.url, headers=erin) as chat:  # a message with his id
+        await chat.send("改写", step={"id": step["id"]}, timeout_s=120)
+    # An upper-case copy of his chat's id was another chat to SQLite, and his message's
+    # id moved his message into it, rewritten.
+    with contextlib.suppress(socketio.exceptions.ConnectionError):  # refused: not canonical
+        upper = thread["id"].upper()
+        async with ChatClient.connect(app.url, headers=erin, thread_id=upper) as chat:
             await chat.send("改写", step={"id": step["id"]}, timeout_s=120)
-        # An upper-case copy of her chat's id was another chat to SQLite, and her message's
-        # id moved her message into it, rewritten.
-        with contextlib.suppress(socketio.exceptions.ConnectionError):  # refused: not canonical
-            upper = thread["id"].upper()
-            async with ChatClient.connect(app.url, headers=bob, thread_id=upper) as chat:
-                await chat.send("改写", step={"id": step["id"]}, timeout_s=120)
-        (after,) = json.loads(listed(app.url, alice))["data"]
-        assert any(s["id"] == step["id"] and s["output"] == FIRST for s in after["steps"])
-        assert "改写" not in listed(app.url, alice)
-        own = httpx.put(
-            f"{app.url}/feedback",
-            json={"feedback": feedback, "sessionId": "x"},
-            headers=alice,
-            timeout=10,
-        )
-        assert own.status_code == 200  # her own feedback is taken
-        share = {"threadId": thread["id"], "isShared": True}
-        shared = httpx.put(f"{app.url}/project/thread/share", json=share, headers=alice)
-        assert shared.status_code == 404
-        assert httpx.get(f"{app.url}/project/share/{thread['id']}").status_code == 404
+    (after,) = json.loads(listed(app.url, dave))["data"]
+    assert any(s["id"] == step["id"] and s["output"] == FIRST for s in after["steps"])
+    assert "改写" not in listed(app.url, dave)
+    own = httpx.put(
+        f"{app.url}/feedback",
+        json={"feedback": feedback, "sessionId": "x"},
+        headers=dave,
+        timeout=10,
+    )
+    assert own.status_code == 200  # his own feedback is taken
+    share = {"threadId": thread["id"], "isShared": True}
+    shared = httpx.put(f"{app.url}/project/thread/share", json=share, headers=dave)
+    assert shared.status_code == 404
+    assert httpx.get(f"{app.url}/project/share/{thread['id']}").status_code == 404
+
+
+async def test_the_history_survives_a_restart(history: History) -> None:
+    """The module's last test on each database: it restarts the app."""
+    app = history.app
+    assert app is not None
+    await wait_ready(app.url, 300)
+    alice = sign_in(app.url, "alice")
+    async with ChatClient.connect(app.url, headers=alice) as chat:
+        first = await chat.send(FIRST, timeout_s=120)
+        thread_id = chat.thread_id
+        stopped = await stop_a_long_reply(chat)
+        await chat.send("注", step=FORGED_STEP, timeout_s=120)  # stored as the client says
+    assert first.error is None and first.final and thread_id
+    async with ChatClient.connect(app.url, headers=alice) as fresh:
+        fresh_prompt = prompt_tokens(await fresh.send(SECOND, timeout_s=120))  # no history
+
+    app = history.restart()  # a new process, the same database
+    await wait_ready(app.url, 300)
+    alice = sign_in(app.url, "alice")
+    assert thread_id in listed_chats(app.url, alice)
+    async with ChatClient.connect(app.url, headers=alice, thread_id=thread_id) as chat:
+        resumed = chat.resumed_thread
+        assert resumed is not None, "the app did not resume the chat"
+        outputs = [step["output"] for step in resumed["steps"]]
+        assert FIRST in outputs and first.final in outputs
+        assert stopped in outputs  # a stopped reply is kept as far as it went
+        second = await chat.send(SECOND, timeout_s=120)
+    # The model saw the first exchange again: the resumed prompt holds it, and none of
+    # the exchange the client forged in its own message's metadata.
+    assert fresh_prompt + len(FIRST) < prompt_tokens(second) < fresh_prompt + FORGED_CHARS
+
+    bob = sign_in(app.url, "bob")
+    assert thread_id not in listed_chats(app.url, bob)
+    with pytest.raises(socketio.exceptions.ConnectionError):
+        async with ChatClient.connect(app.url, headers=bob, thread_id=thread_id):
+            pass
+    if history.url.startswith("sqlite"):
+        assert (history.folder / "history.db").stat().st_size > 0

@@ -1,9 +1,9 @@
-"""Groups behind HAProxy's one port: ``ERNIE_WORKERS=2``, two Chainlit workers on one real
-engine core; ``ERNIE_ENGINES=2``, two real engine cores with a worker each.
-
-Each group runs as ``scripts/start.sh`` starts it (``python -m serve``) on the CPU engine
-and the scripted model; the chats go through HAProxy's one port over Socket.IO. The tests
-of a group share it and run in order (the last one kills a worker, or an engine core).
+"""A group behind HAProxy's one port, as ``scripts/start.sh`` starts it (``python -m serve``)
+on the CPU engine and the scripted model: ``ERNIE_ENGINES=2`` real engine cores with
+``ERNIE_WORKERS=2`` Chainlit workers each. The chats go through HAProxy's one port over
+Socket.IO, each visitor from an address of its own. One group for the whole module, in
+order: the last two tests kill a worker, then an engine core, and each waits until the
+group is whole again.
 """
 
 from __future__ import annotations
@@ -34,31 +34,31 @@ from testing.visitors import CLAIMS, async_http_client, idle_connections, visito
 pytestmark = pytest.mark.engine
 
 LONG_REPLY = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 4096, "system_prompt": "zh"}
-CHATS, REPLIES = 17, 16
+CHATS, REPLIES = 17, 16  # one address's chats and replies over the whole group
 CONNECTIONS = 64  # one address's connections at HAProxy
-
-
-GROUPS = {
-    "workers": {"ERNIE_WORKERS": "2"},
-    # Two cores on one CPU, a small KV cache each (the setting is split over them).
-    "engines": {"ERNIE_ENGINES": "2", "ERNIE_WORKERS": "1", "ERNIE_KV_CACHE_GB": "1"},
+WORKERS = 4
+GROUP_ENV = DEMO_APP_ENV | {
+    # Two cores on one CPU with two workers each, a small KV cache each (split over them).
+    "ERNIE_ENGINES": "2",
+    "ERNIE_WORKERS": "2",
+    "ERNIE_KV_CACHE_GB": "1",
+    "ERNIE_MAX_TOKENS": "64",
+    "ERNIE_MAX_CHATS_PER_ADDRESS": str(CHATS),
+    "ERNIE_USER_MAX_REPLIES": str(REPLIES),
+    "ERNIE_MAX_CONNECTIONS_PER_ADDRESS": str(CONNECTIONS),
 }
-
-
 REPO = "test-org/scripted"
 STARTING: dict[str, httpx.Response] = {}  # by group URL: the port's first answer
 HUBS: dict[str, HubServer] = {}  # by group URL: the hub its model came from
 
 
-@pytest.fixture(scope="module", params=list(GROUPS))
-def group(
-    request: pytest.FixtureRequest, scripted_model: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[AppServer]:
+@pytest.fixture(scope="module")
+def group(scripted_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
     """The group, its model fetched by the launcher from a hub on this machine."""
-    folder = tmp_path_factory.mktemp(request.param)
+    folder = tmp_path_factory.mktemp("group")
     with HubServer.run(scripted_model, REPO) as hub:
-        env = {"ERNIE_MODEL": REPO, "HF_ENDPOINT": hub.url, "HF_HOME": str(folder / "hf")}
-        env |= group_env(request.param)
+        env = GROUP_ENV | {"ERNIE_MODEL": REPO, "HF_ENDPOINT": hub.url}
+        env |= {"HF_HOME": str(folder / "hf")}
         # Many machines' default limit of open files (the H200 host's): 1,024.
         with AppServer.run(env, folder / "group.log", nice=10, open_files=1024) as server:
             STARTING[server.url], HUBS[server.url] = first_answer(server), hub
@@ -75,20 +75,6 @@ def first_answer(server: AppServer) -> httpx.Response:
             return httpx.get(server.url, timeout=5)
         time.sleep(0.1)
     raise AssertionError(f"nothing answered on {server.url}")
-
-
-def group_env(name: str) -> dict[str, str]:
-    return (
-        DEMO_APP_ENV
-        | GROUPS[name]
-        | {
-            "ERNIE_MAX_TOKENS": "64",
-            # One address (this machine) may hold 17 chats and run 16 replies over the group.
-            "ERNIE_MAX_CHATS_PER_ADDRESS": str(CHATS),
-            "ERNIE_USER_MAX_REPLIES": str(REPLIES),
-            "ERNIE_MAX_CONNECTIONS_PER_ADDRESS": str(CONNECTIONS),
-        }
-    )
 
 
 def metric(server: AppServer, name: str) -> dict[str, float]:
@@ -138,59 +124,70 @@ def test_the_launcher_fetched_the_model_once_while_the_port_said_starting(
     assert megabytes and megabytes.group(1) == megabytes.group(2) != "0.0", megabytes
 
 
-async def test_sixteen_chats_spread_over_both_workers_and_see_only_their_own_tokens(
+async def test_sixteen_chats_spread_over_every_worker_and_see_only_their_own_tokens(
     group: AppServer,
 ) -> None:
     async with contextlib.AsyncExitStack() as stack:
-        chats = [await stack.enter_async_context(ChatClient.connect(group.url)) for _ in range(16)]
-        await spread_as(group, [8, 8])  # HAProxy: the fewest connections, one port
+        chats = [
+            await stack.enter_async_context(ChatClient.connect(group.url, source=visitor()))
+            for _ in range(16)
+        ]
+        await spread_as(group, [4] * WORKERS)  # HAProxy: the fewest connections, one port
         replies = await asyncio.gather(*(c.send(f"第{i}个问题") for i, c in enumerate(chats)))
         for chat, reply in zip(chats, replies, strict=True):
             assert reply.error is None and reply.final is not None, reply.error
             assert len(chat.streamed_ids) == 1  # one reply, and no other chat's tokens
         assert len(set.union(*(c.streamed_ids for c in chats))) == 16
     finished = metric(group, "ernie_replies_total")
-    assert finished['{finish_reason="length"}'] >= 16  # counted over both workers
+    assert finished['{finish_reason="length"}'] >= 16  # counted over every worker
 
 
 async def test_a_stop_on_each_worker_frees_its_request(group: AppServer) -> None:
-    await spread_as(group, [0, 0])
-    async with ChatClient.connect(group.url) as first, ChatClient.connect(group.url) as second:
-        await spread_as(group, [1, 1])  # one chat on each worker
+    await spread_as(group, [0] * WORKERS)
+    async with contextlib.AsyncExitStack() as stack:
+        chats = [
+            await stack.enter_async_context(ChatClient.connect(group.url, source=visitor()))
+            for _ in range(WORKERS)
+        ]
+        await spread_as(group, [1] * WORKERS)  # one chat on each worker
         aborted = metric(group, "ernie_replies_total").get('{finish_reason="abort"}', 0.0)
         sending = []
-        for chat in (first, second):
+        for chat in chats:
             await chat.change_settings(LONG_REPLY)
             sending.append(asyncio.create_task(chat.send("写一篇很长的文章")))
-        await group.wait_for_running(2, within_s=30)
-        for left, chat in ((1, first), (0, second)):
+        await group.wait_for_running(WORKERS, within_s=30)
+        for left, chat in enumerate(reversed(chats)):
             await until(lambda c=chat: c.reply and c.reply.frames, 60, "the reply's text")
             await chat.stop()
-            await group.wait_for_running(left, within_s=5)
+            await group.wait_for_running(WORKERS - 1 - left, within_s=5)
         for reply in await asyncio.gather(*sending):
             assert reply.error is None and STATS_LINE not in reply.text  # stopped, kept
         await until(
             lambda: (
-                metric(group, "ernie_replies_total").get('{finish_reason="abort"}') == aborted + 2
+                metric(group, "ernie_replies_total").get('{finish_reason="abort"}')
+                == aborted + WORKERS
             ),
             5,
-            "two aborted replies",
+            "the aborted replies counted",
         )
 
 
 async def test_one_address_is_limited_over_the_group_not_per_worker(group: AppServer) -> None:
-    await spread_as(group, [0, 0])  # the chats of the tests before have ended
+    here = visitor()
     async with contextlib.AsyncExitStack() as stack:
-        chats = [await stack.enter_async_context(ChatClient.connect(group.url)) for _ in range(17)]
-        await spread_as(group, [8, 9])  # each worker alone would take more
+        chats = [
+            await stack.enter_async_context(ChatClient.connect(group.url, source=here))
+            for _ in range(CHATS)
+        ]
+        await spread_as(group, [4, 4, 4, 5])  # each worker alone would take more
         with pytest.raises(socketio.exceptions.ConnectionError):
-            await stack.enter_async_context(ChatClient.connect(group.url))
+            await stack.enter_async_context(ChatClient.connect(group.url, source=here))
         replying, last = chats[:REPLIES], chats[REPLIES]
         for chat in replying:
             await chat.change_settings(LONG_REPLY)
         sending = [asyncio.create_task(chat.send("写一篇很长的文章")) for chat in replying]
         await group.wait_for_running(REPLIES, within_s=60)
-        refused = await last.send("你好")  # on a worker that runs only half of the 16
+        refused = await last.send("你好")  # on a worker that runs only a quarter of the 16
         assert refused.error is not None and f"{REPLIES} replies" in refused.error
         for chat in replying:
             await until(lambda c=chat: c.reply and c.reply.frames, 60, "the reply's text")
@@ -199,7 +196,6 @@ async def test_one_address_is_limited_over_the_group_not_per_worker(group: AppSe
         await group.wait_for_running(0, within_s=10)
 
 
-@pytest.mark.parametrize("group", ["workers"], indirect=True)
 async def test_chats_at_connect_and_bursts_back_to_back_are_all_answered(
     group: AppServer,
 ) -> None:
@@ -209,7 +205,6 @@ async def test_chats_at_connect_and_bursts_back_to_back_are_all_answered(
     assert (bursts.sent, bursts.answered, bursts.lost) == (24, 24, 0), bursts
 
 
-@pytest.mark.parametrize("group", ["workers"], indirect=True)
 @pytest.mark.parametrize("claim", CLAIMS, ids=[next(iter(c)) for c in CLAIMS])
 async def test_through_haproxy_a_client_naming_its_own_address_gets_no_more_chats(
     group: AppServer, claim: dict[str, str]
@@ -230,7 +225,6 @@ async def test_through_haproxy_a_client_naming_its_own_address_gets_no_more_chat
         assert reply.error is None and reply.final is not None
 
 
-@pytest.mark.parametrize("group", ["workers"], indirect=True)
 async def test_idle_connections_from_one_address_cannot_take_the_port(group: AppServer) -> None:
     """300 idle TCP connections made /healthz through HAProxy time out (maxconn 256 under a
     1,024 open-file limit, a client timeout of an hour, no request timeout)."""
@@ -265,37 +259,35 @@ async def closed(reader: asyncio.StreamReader, *, within_s: float) -> bool:
     return True
 
 
-@pytest.mark.parametrize("group", ["workers"], indirect=True)
-async def test_killing_a_worker_restarts_the_group_with_the_cause_logged(
-    group: AppServer,
-) -> None:
-    """Chats open on both workers when one is killed: their pages reconnect once the group
-    is back, and what they send meanwhile (held by the page, as a browser holds it) is
+async def test_killing_a_worker_restarts_its_unit_and_its_chats_go_on(group: AppServer) -> None:
+    """A chat open on each worker when one is killed: its unit (its engine core and both its
+    workers) restarts, with the cause logged; the unit's pages reconnect to a live worker,
+    and what every page sends meanwhile (held by the page, as a browser holds it) is
     answered; none vanishes."""
     tally = Tally("a worker killed")
     async with contextlib.AsyncExitStack() as stack:
         chats = [
             await stack.enter_async_context(ChatClient.connect(group.url, source=visitor()))
-            for _ in range(4)
+            for _ in range(WORKERS)
         ]
-        await until(lambda: sorted(chats_per_worker(group))[0] >= 2, 15, "chats on both")
+        await spread_as(group, [1] * WORKERS)
         victim = workers_of(group)[-1]
         victim.send_signal(signal.SIGKILL)
-        cause = f"(pid {victim.pid}) was killed by SIGKILL; restarting the group"
-        await until(lambda: cause in group.log.read_text(errors="replace"), 30, "the cause logged")
+        cause = re.compile(
+            rf"worker \d \(pid {victim.pid}\) was killed by SIGKILL; "
+            r"restarting engine core \d's unit \(restart 1\)"
+        )
+        await until(lambda: cause.search(group.log.read_text(errors="replace")), 30, "the cause")
         sent = [asyncio.create_task(answer_to(chat, "你好", timeout_s=300)) for chat in chats]
         for reply in await asyncio.gather(*sent):
             tally.count(reply)
-        assert (tally.sent, tally.answered, tally.lost) == (4, 4, 0), tally
-        assert all(chat.connects >= 2 for chat in chats)  # they came back, to a new worker
+        assert (tally.sent, tally.answered, tally.lost) == (WORKERS, WORKERS, 0), tally
+        assert sum(chat.connects >= 2 for chat in chats) == 2  # the unit's two came back
     await group.every_worker_ready()
-    assert len(workers_of(group)) == 2 and victim.pid not in {p.pid for p in workers_of(group)}
-    async with ChatClient.connect(group.url) as chat:
-        reply = await chat.send("你好", timeout_s=120)
-    assert reply.error is None and reply.final is not None
+    assert len(workers_of(group)) == WORKERS
+    assert victim.pid not in {p.pid for p in workers_of(group)}
 
 
-@pytest.mark.parametrize("group", ["engines"], indirect=True)
 async def test_killing_an_engine_core_restarts_its_unit_while_the_other_serves(
     group: AppServer,
 ) -> None:
@@ -306,28 +298,32 @@ async def test_killing_an_engine_core_restarts_its_unit_while_the_other_serves(
     async with contextlib.AsyncExitStack() as stack:
         chats = [
             await stack.enter_async_context(ChatClient.connect(group.url, source=visitor()))
-            for _ in range(4)
+            for _ in range(WORKERS)
         ]
-        await spread_as(group, [2, 2])
+        await spread_as(group, [1] * WORKERS)
         victim = processes_of(group, "VLLM::EngineCore")[0]
         before = {p.pid for p in workers_of(group)}
         victim.send_signal(signal.SIGKILL)
         cause = re.compile(
             rf"engine core \(pid {victim.pid}\) killed by SIGKILL; "
-            r"restarting engine core \d's unit \(restart 1\)"
+            r"restarting engine core \d's unit \(restart \d\)"  # its 2nd, if its worker died
         )
         await until(lambda: cause.search(log()), 30, "the cause logged")
-        await until(lambda: len(workers_of(group)) == 1, 15, "the unit's worker stopped")
+        await until(lambda: len(workers_of(group)) == 2, 15, "the unit's workers stopped")
         ready = log().count("engine ready")
-        # The dead unit's chats come back to the live worker (HAProxy); all are answered.
+        # The dead unit's chats come back to a live worker (HAProxy); all are answered.
         for reply in await asyncio.gather(*(answer_to(c, "你好", timeout_s=60) for c in chats)):
             tally.count(reply)
-        assert (tally.sent, tally.answered, tally.lost) == (4, 4, 0), tally
+        assert (tally.sent, tally.answered, tally.lost) == (WORKERS, WORKERS, 0), tally
         assert log().count("engine ready") == ready  # served while the other unit restarts
     await group.every_worker_ready()
     after = {p.pid for p in workers_of(group)}
-    assert len(after) == 2 and len(after & before) == 1  # the other unit was not restarted
-    async with ChatClient.connect(group.url) as first, ChatClient.connect(group.url) as second:
-        await spread_as(group, [1, 1])  # both units take chats again
-        for reply in await asyncio.gather(first.send("你好"), second.send("你好")):
+    assert len(after) == WORKERS and len(after & before) == 2  # the other unit kept on
+    async with contextlib.AsyncExitStack() as stack:
+        chats = [
+            await stack.enter_async_context(ChatClient.connect(group.url, source=visitor()))
+            for _ in range(WORKERS)
+        ]
+        await spread_as(group, [1] * WORKERS)  # every worker takes chats again
+        for reply in await asyncio.gather(*(chat.send("你好") for chat in chats)):
             assert reply.error is None and reply.final is not None

@@ -1,8 +1,7 @@
-"""``python -m bench`` at its smallest: the default paths, the workers (a group of two),
-two bare engine cores at once and the remote one (two app replicas on one vLLM server)
-run, and the report is complete.
-The http and remote paths use the session's ``vllm serve`` (``--vllm-url``), so the run is
-on its scripted model."""
+"""``python -m bench`` at its smallest: a smoke run of its machinery (one path: one closed
+load of a few tokens, then the open loop at a tiny rate; and one load shape against the
+session's demo app). It proves the report, not the numbers: those come from ``python -m
+bench`` itself (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -13,51 +12,63 @@ from pathlib import Path
 
 import pytest
 
+from bench.measure import LoadResult
+from bench.report import comparisons
 from testing.demo import APP_ENV
-from testing.servers import ROOT, Server, clean_environ
+from testing.engines import DemoApp
+from testing.servers import ROOT, clean_environ
 
-pytestmark = pytest.mark.engine
 
-
-def test_bench_runs_all_paths_and_writes_its_report(
-    scripted_model: Path, vllm_server: Server, tmp_path: Path
+@pytest.mark.engine
+def test_the_bench_measures_a_path_and_a_shape_and_writes_its_report(
+    scripted_model: Path, demo_app: DemoApp, tmp_path: Path
 ) -> None:
     env = clean_environ(**APP_ENV, ERNIE_MODEL=str(scripted_model))
     out = tmp_path / "bench"
-    command = [sys.executable, "-m", "bench", "--concurrency", "1", "2", "--reply-tokens", "16"]
-    command += ["--paths", "engine", "app", "http", "workers", "cores", "remote"]
-    command += ["--replicas", "2", "--workers", "2", "--engines", "2", "--rounds", "2"]
-    command += ["--vllm-url", vllm_server.url]
-    result = subprocess.run(
-        [*command, "--out", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    command = [sys.executable, "-m", "bench", "--paths", "app", "--concurrency", "2"]
+    command += ["--reply-tokens", "8", "--shapes", "at-connect", "--shape-chats", "2"]
+    command += ["--url", demo_app.server.url, "--out", str(out)]
+    command += ["--rate", "1", "--duration-s", "3", "--turns", "2", "--think-s", "0.2"]
+    command += ["--reply-median", "16", "--reply-max", "32"]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
 
     report = json.loads((out / "bench.json").read_text(encoding="utf-8"))
-    runs = {(r["path"], r["chats"]): r for r in report["results"]}
-    paths = ("engine", "app", "http", "workers", "cores", "remote")
-    assert set(runs) == {(p, c) for p in paths for c in (1, 2)}
-    for run in runs.values():
-        assert run["reply_tokens"] == 16
-        assert run["ttft_p50_ms"] > 0 and run["total_tokens_per_s"] > 0
-        assert run["frames_per_reply"] >= 1 and run["peak_rss_mib"] > 0
-    # The guides' app sends a websocket message per token; the app coalesces.
-    assert runs[("http", 2)]["frames_per_reply"] >= 15
-    colds = {"app-cold", "http-cold", "workers-cold", "remote-cold"}
-    assert {r["path"] for r in report["cold_bursts"]} == colds
-    compared = {row["chats"]: row for row in report["comparisons"] if "app/engine tok/s" in row}
-    assert set(compared) == {1, 2}
-    assert all("app/http tok/s" in row and "remote/app tok/s" in row for row in compared.values())
-    for path in ("workers", "cores"):
-        rows = {r["chats"] for r in report["comparisons"] if f"{path}/engine tok/s" in r}
-        assert rows == {1, 2}, path
-    # Two app processes served the remote path: each answered one of the two chats.
-    for replica in ("remote-0.log", "remote-1.log"):
-        assert "request chat-" in (out / replica).read_text(encoding="utf-8")
+    (run,) = report["results"]
+    assert (run["path"], run["chats"], run["reply_tokens"]) == ("app", 2, 8)
+    assert run["ttft_p50_ms"] > 0 and run["total_tokens_per_s"] > 0
+    assert run["frames_per_reply"] >= 1 and run["peak_rss_mib"] > 0
+    assert [r["path"] for r in report["cold_bursts"]] == ["app-cold"]
+    (rate,) = report["open_loop"]  # every conversation's every turn answered, timed
+    assert rate["path"] == "app" and rate["offered_rate"] == 1.0 and rate["failed_turns"] == 0
+    assert rate["turns"] == 2 * rate["conversations"] > 0 and rate["ttft_p99_ms"] > 0
+    assert rate["itl_p99_ms"] > 0 and 0 <= rate["goodput"] <= 1
+    assert report["capacity"]["app"] in (None, 1.0)
+    (shape,) = report["shapes"]
+    assert (shape["sent"], shape["answered"], shape["lost"]) == (2, 2, 0), shape
     assert (out / "bench.png").read_bytes().startswith(b"\x89PNG")
-    assert "app/engine tok/s" in result.stdout  # the printed ratios
+    assert "TTFT p50 ms" in result.stdout and "answered" in result.stdout  # the tables
+    assert "offered/s" in result.stdout and "capacity at the SLO" in result.stdout
+
+
+def result(path: str, chats: int, tokens_per_s: float, ttft_ms: float) -> LoadResult:
+    return LoadResult(path, chats, 16, ttft_ms, ttft_ms * 2, 10.0, tokens_per_s, 4.0,
+                      1.0, 0.5, 300.0)  # fmt: skip
+
+
+def test_the_report_compares_every_path_measured_with_the_engine() -> None:
+    """The ratios the bench prints, from the measurements of a run (no engine needed)."""
+    results = [
+        result("engine", 16, 1000.0, 20.0),
+        result("app", 16, 900.0, 30.0),
+        result("http", 16, 600.0, 50.0),
+        result("remote", 16, 450.0, 40.0),
+        result("workers", 16, 950.0, 25.0),
+    ]
+    rows = comparisons(results, [result("app-cold", 16, 800.0, 45.0)])
+    app = next(row for row in rows if "app/engine tok/s" in row)
+    assert app["app/engine tok/s"] == 0.9 and app["app-engine TTFT p50 ms"] == 10.0
+    assert app["target app>=0.9 engine at 16"] and app["app/http tok/s"] == 1.5
+    assert app["remote/app tok/s"] == 0.5
+    assert any(row.get("workers/engine tok/s") == 0.95 for row in rows)
+    assert any(row.get("app-cold TTFT p50 / steady") == 1.5 for row in rows)

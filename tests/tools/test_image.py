@@ -22,14 +22,14 @@ import httpx
 import pytest
 
 from deploy.users import add_user
+from testing import background
 from testing.accounts import listed_chats, sign_in
 from testing.chat_client import ChatClient
-from testing.images import Container, build_image, image_config
+from testing.images import Container, build_test_image, image_config
 from testing.servers import free_port
 
 pytestmark = pytest.mark.engine
 
-IMAGE = "localhost/ernie-chat:cpu-test"
 PASSWORD = "image-pass-1"
 GRACE_S = 10  # docker stop's default
 ENV = {
@@ -44,8 +44,9 @@ ENV = {
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return build_image(IMAGE, tmp_path_factory.mktemp("image"), TARGET="cpu")
+def image() -> str:
+    """Built in the background from the session's start (``tests/conftest.py``)."""
+    return str(background.result("image", build_test_image, timeout_s=1800))
 
 
 @pytest.fixture(scope="module")

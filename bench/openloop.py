@@ -1,0 +1,203 @@
+"""Open-loop measurement: visitors arrive at a rate (``bench.traffic``) whether or not the
+server keeps up, as real ones do, and each rate is judged against a service-level
+objective on the first token and the pace of the tokens after it.
+
+Per path and rate: the offered and the achieved rate of conversations, the first token's
+p50/p90/p99, the gaps between the frames a browser receives (p50/p99), the time per token
+after the first (each reply's (last - first) / (tokens - 1); p50/p99), a turn's whole time,
+and the goodput: the conversations whose every turn met the SLO. The capacity at the SLO
+is the largest rate whose turns met it at p99, found by a sweep: the rate doubles until the
+SLO fails, then two bisections between the last rate that met it and the first that did
+not (vLLM's benchmark_serving and GuideLLM measure the same way).
+
+Usage::
+
+    results = await sweep("engine", run, Plan(duration_s=20), slo=Slo())
+    capacity(results)        # the largest rate meeting the SLO, or None
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .measure import p99
+from .traffic import Conversation, Traffic
+
+__all__ = ["OpenLoop", "RateResult", "Slo", "Turn", "capacity", "run_rate", "sweep"]
+
+Run = Callable[[list[Conversation]], Awaitable[list[list["Turn"]]]]
+Converse = Callable[[Conversation], Awaitable[list["Turn"]]]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message and its reply, as the client saw them (``time.monotonic()``)."""
+
+    sent_at: float
+    first_at: float | None
+    ended_at: float | None
+    frame_at: tuple[float, ...]  # each frame (or engine output) with text
+    tokens: int
+    error: str | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.error is None and self.first_at is not None and self.ended_at is not None
+
+    @property
+    def ttft_s(self) -> float:
+        assert self.first_at is not None
+        return self.first_at - self.sent_at
+
+    @property
+    def per_token_s(self) -> float:
+        assert self.first_at is not None and self.ended_at is not None
+        return (self.ended_at - self.first_at) / max(1, self.tokens - 1)
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_p99_ms: float = 500.0
+    itl_p99_ms: float = 100.0
+
+    @classmethod
+    def parse(cls, text: str) -> Slo:
+        """``ttft_p99_ms=500,itl_p99_ms=100`` (either may be left out)."""
+        values = dict(part.split("=", 1) for part in text.split(",") if part.strip())
+        return cls(**{key.strip(): float(value) for key, value in values.items()})
+
+    def met_by(self, turn: Turn) -> bool:
+        return (
+            turn.answered
+            and turn.ttft_s * 1000 <= self.ttft_p99_ms
+            and turn.per_token_s * 1000 <= self.itl_p99_ms
+        )
+
+
+@dataclass(frozen=True)
+class OpenLoop:
+    """What each rate's run looks like; ``rates``: those to run, or none for the sweep."""
+
+    duration_s: float = 20.0
+    turns: int = 2
+    think_s: float = 2.0
+    reply_median: int = 256
+    reply_max: int = 1024
+    rates: tuple[float, ...] = ()
+    first_rate: float = 2.0
+    slo: Slo = field(default_factory=Slo)
+    system_prompt: str | None = None  # the app's, for the settings panel of its chats
+
+    def traffic(self, rate: float) -> Traffic:
+        return Traffic(rate, self.duration_s, self.turns, self.think_s, self.reply_median,
+                       self.reply_max)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RateResult:
+    path: str
+    offered_rate: float  # conversations a second
+    achieved_rate: float
+    conversations: int
+    turns: int
+    failed_turns: int
+    ttft_p50_ms: float
+    ttft_p90_ms: float
+    ttft_p99_ms: float
+    frame_gap_p50_ms: float
+    frame_gap_p99_ms: float
+    itl_p50_ms: float
+    itl_p99_ms: float
+    turn_p50_ms: float
+    turn_p99_ms: float
+    goodput: float  # the share of conversations whose every turn met the SLO
+    meets_slo: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _ms(values: Sequence[float], q: int) -> float:
+    if not values:
+        return float("nan")
+    if q == 50:
+        return round(statistics.median(values) * 1000, 1)
+    if q == 99:
+        return round(p99(list(values)) * 1000, 1)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[q - 1] * 1000, 1)
+
+
+def summarise(path: str, rate: float, talks: list[list[Turn]], slo: Slo) -> RateResult:
+    turns = [turn for talk in talks for turn in talk]
+    done = [turn for turn in turns if turn.answered]
+    ttfts = [turn.ttft_s for turn in done]
+    itls = [turn.per_token_s for turn in done]
+    gaps = [b - a for t in done for a, b in zip(t.frame_at, t.frame_at[1:], strict=False)]
+    whole = [turn.ended_at - turn.sent_at for turn in done if turn.ended_at]
+    span = max((t.ended_at for t in done if t.ended_at), default=0.0) - min(
+        (t.sent_at for t in turns), default=0.0
+    )
+    good = sum(all(slo.met_by(turn) for turn in talk) for talk in talks)
+    ttft_p99, itl_p99 = _ms(ttfts, 99), _ms(itls, 99)
+    return RateResult(
+        path, rate, round(len(talks) / span, 3) if span > 0 else 0.0, len(talks), len(turns),
+        len(turns) - len(done), _ms(ttfts, 50), _ms(ttfts, 90), ttft_p99, _ms(gaps, 50),
+        _ms(gaps, 99), _ms(itls, 50), itl_p99, _ms(whole, 50), _ms(whole, 99),
+        round(good / len(talks), 3) if talks else 0.0,
+        len(done) == len(turns) and ttft_p99 <= slo.ttft_p99_ms and itl_p99 <= slo.itl_p99_ms,
+    )  # fmt: skip
+
+
+async def run_rate(
+    converse: Converse, visitors: list[Conversation], start: float | None = None
+) -> list[list[Turn]]:
+    """Every conversation, each at its moment from ``start`` (``time.monotonic()``, the
+    machine's clock: processes share it; default: now)."""
+    start = time.monotonic() + 0.2 if start is None else start
+
+    async def one(visitor: Conversation) -> list[Turn]:
+        await asyncio.sleep(max(0.0, start + visitor.start_s - time.monotonic()))
+        return await converse(visitor)
+
+    return list(await asyncio.gather(*(one(v) for v in visitors)))
+
+
+async def sweep(path: str, run: Run, plan: OpenLoop) -> list[RateResult]:
+    """The rates of ``plan`` (or the sweep for the capacity at its SLO), each one run."""
+    results: list[RateResult] = []
+
+    async def at(rate: float) -> RateResult:
+        result = summarise(path, rate, await run(plan.traffic(rate).conversations()), plan.slo)
+        print(f"{path} at {rate:g}/s: {result.as_dict()}", file=sys.stderr, flush=True)
+        results.append(result)
+        return result
+
+    if plan.rates:
+        for rate in plan.rates:
+            await at(rate)
+        return results
+    good, bad, rate = 0.0, None, plan.first_rate
+    for _ in range(7):  # doubling until the SLO fails
+        if not (await at(rate)).meets_slo:
+            bad = rate
+            break
+        good, rate = rate, rate * 2
+    for _ in range(2 if bad is not None else 0):  # then two bisections
+        middle = round((good + bad) / 2, 2) if good else round(bad / 2, 2)
+        if (await at(middle)).meets_slo:
+            good = middle
+        else:
+            bad = middle
+    return sorted(results, key=lambda r: r.offered_rate)
+
+
+def capacity(results: Sequence[RateResult], path: str) -> float | None:
+    """The largest offered rate of ``path`` that met the SLO (None: not even the first)."""
+    met = [r.offered_rate for r in results if r.path == path and r.meets_slo]
+    return max(met) if met else None

@@ -1,0 +1,61 @@
+"""Slow work that waits on the network and the disk more than on the CPU (the image's build,
+the GPU lock's dry run), started as soon as the session knows a test needs it, so it runs
+beside the tests that need the CPU, at the lowest priority, and is done when its test comes.
+
+Usage::
+
+    start("image", lambda: build_image(...))       # at collection (tests/conftest.py)
+    image = result("image", lambda: build_image(...), timeout_s=1800)   # in the test
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["result", "start"]
+
+
+class _Job(threading.Thread):
+    def __init__(self, name: str, work: Callable[[], Any]) -> None:
+        super().__init__(name=f"background {name}", daemon=True)
+        self.work = work
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.value = self.work()
+        except BaseException as exc:  # handed to the test that waits for it
+            self.error = exc
+
+
+_jobs: dict[str, _Job] = {}
+
+
+def start(name: str, work: Callable[[], Any]) -> None:
+    """Run ``work`` in the background (once per session and name)."""
+    if name not in _jobs:
+        _jobs[name] = job = _Job(name, work)
+        job.start()
+
+
+def result(name: str, work: Callable[[], Any], *, timeout_s: float) -> Any:
+    """What the background ``work`` of ``name`` gave (run here if it was never started);
+    its error, raised again; TimeoutError after ``timeout_s``."""
+    start(name, work)
+    job = _jobs[name]
+    job.join(timeout_s)
+    if job.is_alive():
+        raise TimeoutError(f"{name}: not done after {timeout_s} s")
+    if job.error is not None:
+        raise job.error
+    return job.value
+
+
+def lowest_priority() -> list[str]:
+    """A command prefix that runs a process on the CPU and the disk only when nothing
+    else wants them (the tests keep their timing)."""
+    return ["nice", "-n", "19", "ionice", "-c", "3"] if os.name == "posix" else []
