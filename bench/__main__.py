@@ -6,6 +6,9 @@ Usage::
                     [--paths engine app http [chainlit workers engines cores remote]]
                     [--workers 4] [--engines 2] [--engine-workers 2]
                     [--replicas 1] [--api-servers 1] [--vllm-url URL] [--out artifacts/bench]
+    python -m bench --paths engine cores engines app --rate [R ...] [--duration-s 20]
+                    [--turns 2] [--think-s 2] [--reply-median 256] [--reply-max 1024]
+                    [--slo ttft_p99_ms=500,itl_p99_ms=100] [--baseline DIR]
     python -m bench --shapes [at-connect back-to-back reconnect idle-tabs slow-reader]
                     [--shape-chats 256] [--bursts 3] [--idle-tabs 4000] [--url URL]
 
@@ -18,7 +21,10 @@ engines at once, their ceiling: ``bench.cores``), ``remote`` (``--replicas`` app
 ``ERNIE_ENGINE=remote`` on one ``vllm serve --api-server-count --api-servers``).
 CPU is counted for every serving process: the app's tree, the group's, vLLM's server.
 ``--shapes`` runs the load shapes (``bench.shapes``) on the app as ``python -m serve``
-starts it, and no path unless ``--paths`` names some.
+starts it, and no path unless ``--paths`` names some. ``--rate`` runs the open loop
+(``bench.openloop``) on every path after its closed loads (none unless ``--concurrency``
+names some). ``--baseline DIR`` runs the app's own paths from another checkout too (the
+version before a change: ``app@base`` beside ``app``, in the same run).
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from pathlib import Path
 from deploy.loading import load_settings
 from deploy.preflight import Plan, preflight
 from deploy.settings import SettingsError
+from serve.web import raise_open_files
+from testing.servers import ROOT
 
 from .charts import write_chart
 from .cores import cores_path
@@ -54,6 +62,7 @@ from .paths import (
 from .report import capacities, comparisons, rates_table, table, write_json
 from .shapes import SHAPES, run_shapes, shapes_table
 
+BASELINE_PATHS = ("app", "chainlit", "workers", "engines")  # the paths of the app's own code
 PATHS = ("engine", "app", "http", "chainlit", "workers", "engines", "cores", "remote")  # 5 by name
 
 
@@ -92,6 +101,10 @@ def _parser() -> argparse.ArgumentParser:
         "for the http and remote paths; default: start one",
     )
     parser.add_argument("--out", type=Path, default=Path("artifacts/bench"))
+    parser.add_argument(
+        "--baseline", type=Path, help="another checkout of the app (the version before a "
+        "change): its app, chainlit, workers and engines paths run too, as path@base"
+    )  # fmt: skip
     _open_loop_options(parser)
     return parser
 
@@ -118,9 +131,14 @@ Measured = tuple[list[LoadResult], list[LoadResult], list[RateResult]]  # cold, 
 
 
 async def _path(
-    path: str, plan: Plan, args: argparse.Namespace, vllm: Callable[[], Awaitable[VllmServer]]
+    path: str,
+    plan: Plan,
+    args: argparse.Namespace,
+    vllm: Callable[[], Awaitable[VllmServer]],
+    root: Path = ROOT,
 ) -> Measured:
-    """One path: its cold burst (the socket paths), its loads, its open loop's rates."""
+    """One path: its cold burst (the socket paths), its loads, its open loop's rates;
+    ``root``: the app's checkout (``--baseline``: another version's)."""
     loads = Loads(tuple(sorted(set(args.concurrency))), args.reply_tokens, max(1, args.rounds))
     out, open_loop = args.out, _open_loop(args, plan)
     if path == "engine":
@@ -172,6 +190,9 @@ async def _run(plan: Plan, args: argparse.Namespace) -> Measured:
         for path in sorted(args.paths, key=lambda p: p in ("http", "remote")):
             started = time.monotonic()
             burst, closed, measured = await _path(path, plan, args, vllm)
+            if args.baseline and path in BASELINE_PATHS:  # the same path, the other version
+                old = await _path(path, plan, args, vllm, root=args.baseline.resolve())
+                burst, closed, measured = burst + old[0], closed + old[1], measured + old[2]
             cold, results, rates = cold + burst, results + closed, rates + measured
             took = time.monotonic() - started
             print(f"{path}: done in {took:.0f} s", file=sys.stderr, flush=True)
@@ -180,6 +201,7 @@ async def _run(plan: Plan, args: argparse.Namespace) -> Measured:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    raise_open_files()  # thousands of tabs (--idle-tabs) are as many sockets here
     if args.shapes is not None and not args.shapes:
         args.shapes = list(SHAPES)
     if args.paths is None:

@@ -23,7 +23,7 @@ from deploy.system_prompts import resolve_system_prompt
 from engine.local import shut_down
 from engine.prompt import PromptBuilder
 from testing.chat_client import ChatClient
-from testing.servers import AppServer, Server, openai_server
+from testing.servers import ROOT, AppServer, Server, openai_server
 
 from .measure import (
     LoadResult,
@@ -210,28 +210,31 @@ async def app_path(
     replicas: int = 1,
     extra_pids: Sequence[int] = (),
     open_loop: OpenLoop | None = None,
+    root: Path = ROOT,
     **settings: str,
 ) -> PathResult:
     """The app as ``scripts/start.sh`` starts it (``python -m serve``; path ``chainlit``:
     ``chainlit run app.py``) with the same settings (and ``settings``), replies of exactly
     reply_tokens (``replicas`` processes with the chats spread over them: remote engines
     only). ``ERNIE_WORKERS``, ``ERNIE_ENGINES`` in ``settings``: a group behind its one
-    port; unset: one process, one core."""
+    port; unset: one process, one core. ``root``: another checkout of the app (a version to
+    compare with, in the same run: its results are named ``path@base``)."""
     env = {**UNLIMITED, **_settings_env(), **settings}
     env.update(ERNIE_MAX_TOKENS=str(loads.reply_tokens), ERNIE_IGNORE_EOS="true")
     env.setdefault("ERNIE_WORKERS", "1")
     env.setdefault("ERNIE_ENGINES", "1")
     app = "app.py" if path == "chainlit" else None
+    name = path if root == ROOT else f"{path}@base"
     with contextlib.ExitStack() as stack:
         servers = [
-            stack.enter_context(AppServer.run(env, logs / f"{path}-{i}.log", app=app))
+            stack.enter_context(AppServer.run(env, logs / f"{name}-{i}.log", app=app, root=root))
             for i in range(replicas)
         ]
         for server in servers:  # an app that exits (a bad setting) fails the run at once
             await asyncio.to_thread(server.wait, "/readyz", READY_TIMEOUT_S)
             if env["ERNIE_WORKERS"] != "1" or env["ERNIE_ENGINES"] != "1":
                 await server.every_worker_ready(READY_TIMEOUT_S)  # not just the first unit
-        return await _socket_loads(path, servers, loads, extra_pids, open_loop)
+        return await _socket_loads(name, servers, loads, extra_pids, open_loop)
 
 
 @dataclass(frozen=True)

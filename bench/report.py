@@ -123,6 +123,10 @@ def capacities(rates: list[RateResult]) -> dict[str, Any]:
     if default is not None and engine:
         found["engines/engine"] = round(default / engine, 3)
         found["target engines>=1.3 engine"] = default >= 1.3 * engine
+    for path in paths:  # a change against the version before it (--baseline)
+        before = found.get(f"{path}@base")
+        if before and found[path] is not None:
+            found[f"{path}/{path}@base"] = round(found[path] / before, 3)
     return found
 
 

@@ -16,6 +16,11 @@
   exit, so the code's folder had to be writable by the app (the image's ``/app``: a
   planted ``uvloop.py`` there would be imported). The app takes no uploads:
   ``private_files_folder()`` points Chainlit at a folder of this process's own instead.
+* Chainlit's ``@cl.on_message`` runs each message's handler inside a ``Step`` named
+  ``on_message``: two websocket packets (its start and its end) and, with the history on,
+  two database writes that store the message's text once more as the step's input, for
+  every message, while the chat shows no such step. ``answer_messages(handler)`` hands
+  Chainlit the handler as it calls one, without the step.
 * Chainlit keeps every message of a chat in its context for the session's life.
   ``trim_chat_context(keep)`` drops the oldest past ``keep`` (the model's history is the
   app's own record, ``chat.conversation``; the context only serves edits of recent ones).
@@ -26,6 +31,7 @@ from __future__ import annotations
 import importlib
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -33,9 +39,12 @@ from typing import Any
 import chainlit.config
 import chainlit.server
 from chainlit.chat_context import chat_contexts
+from chainlit.config import config
 from chainlit.context import context
+from chainlit.utils import wrap_user_function
 
 __all__ = [
+    "answer_messages",
     "drop_blocking_sleep",
     "guard_module_getattr",
     "private_files_folder",
@@ -101,3 +110,8 @@ def trim_chat_context(keep: int) -> None:
     messages = chat_contexts.get(context.session.id)
     if messages is not None and len(messages) > keep:
         del messages[:-keep]
+
+
+def answer_messages(handler: Callable[[Any], Awaitable[None]]) -> None:
+    """Chainlit's message handler: ``handler``, with no step around it."""
+    config.code.on_message = wrap_user_function(handler)

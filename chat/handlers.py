@@ -20,7 +20,7 @@ from chainlit.types import ThreadDict
 from engine import ChatOptions, EngineFailedError, EngineRestartingError, MessageRefusedError
 
 from . import lifecycle, metrics
-from .compat import trim_chat_context
+from .compat import answer_messages, trim_chat_context
 from .conversation import Conversation
 from .failures import reported, send_error
 from .i18n import DEFAULT_LANGUAGE, strings_for, t
@@ -91,7 +91,6 @@ async def update_settings(values: dict[str, Any]) -> None:
         await send_error(exc)
 
 
-@cl.on_message
 @reported
 async def answer(message: cl.Message) -> None:
     conversation = this_chat()
@@ -104,6 +103,9 @@ async def answer(message: cl.Message) -> None:
         await send_error(exc)
     finally:
         trim_chat_context(CONTEXT_KEPT)
+
+
+answer_messages(answer)  # as @cl.on_message, without its step (chat.compat)
 
 
 async def answer_when_ready(message_id: str, text: str, conversation: Conversation) -> None:

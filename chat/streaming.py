@@ -67,7 +67,7 @@ async def stream_reply(
     request_id = new_request_id()
     cl.user_session.set("request_id", request_id)
     thinking = cl.Message(content=t("thinking"))
-    await thinking.send()
+    await _show(thinking)
     reply, end = cl.Message(content=""), None
     metrics.REPLYING.inc()  # until the engine let the request go (the finally below)
     try:
@@ -76,7 +76,7 @@ async def stream_reply(
             async for event in stream:
                 if isinstance(event, TextChunk):
                     if not reply.streaming:
-                        await thinking.remove()
+                        await _hide(thinking)
                     await reply.stream_token(event.text)
                 elif isinstance(event, ReplyEnd):
                     end = event
@@ -86,10 +86,10 @@ async def stream_reply(
             metrics.record_cancelled_reply()
         reply.metadata = conversation.record(message_id, text, reply.content)
         with contextlib.suppress(Exception):  # the chat may be gone (a closed tab)
-            await (reply.update() if reply.streaming else thinking.remove())  # and stored
+            await (reply.update() if reply.streaming else _hide(thinking))  # and stored
         raise
     except Exception as exc:
-        await thinking.remove()
+        await _hide(thinking)
         await send_error(exc)
         return
     finally:
@@ -107,10 +107,19 @@ async def _finish(
 ) -> None:
     """The reply's last form: a note when the model wrote no text, then the footer."""
     if not reply.streaming:
-        await thinking.remove()
+        await _hide(thinking)
         if end is not None and end.finish_reason != "abort":
             # The model wrote only tokens without text (special ones): say so.
             await reply.stream_token(t("no_text"))
     strings = chat_strings()
     reply.content = final_reply(reply.content, end, strings, reply_budget=budget, lost=lost)
     await reply.send()
+
+
+async def _show(notice: cl.Message) -> None:
+    """A passing notice on screen only: not stored, not in the chat's context."""
+    await cl.context.emitter.send_step(notice.to_dict())
+
+
+async def _hide(notice: cl.Message) -> None:
+    await cl.context.emitter.delete_step(notice.to_dict())

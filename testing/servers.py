@@ -81,9 +81,10 @@ class Server:
         log: Path,
         *,
         open_files: int | None = None,
+        cwd: Path = ROOT,
     ) -> Iterator[Any]:
-        """``command`` (which takes ``{port}``) running until the block ends; ``open_files``:
-        its soft limit of open files (1,024 is many distributions' default)."""
+        """``command`` (which takes ``{port}``) running in ``cwd`` until the block ends;
+        ``open_files``: its soft limit of open files (1,024 is many distributions')."""
         port = free_port()
 
         def limit_open_files() -> None:
@@ -93,7 +94,7 @@ class Server:
         with log.open("wb") as out:
             process = subprocess.Popen(
                 [part.format(port=port) for part in command],
-                cwd=ROOT,
+                cwd=cwd,
                 env=dict(env),
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -142,10 +143,12 @@ class AppServer(Server):
         app: str | None = None,
         nice: int = 0,
         open_files: int | None = None,
+        root: Path = ROOT,
     ) -> Iterator[AppServer]:
         """The app until the block ends (``app``: ``chainlit run`` that file instead);
         ``nice``: under ``nice`` (vLLM's CPU engine spins on both cores of a small
-        machine; a browser under test needs CPU too); ``open_files``: as ``started``."""
+        machine; a browser under test needs CPU too); ``open_files``: as ``started``;
+        ``root``: the checkout it runs from (another version, for a side-by-side run)."""
         command = [sys.executable, "-m", "serve"]
         if app is not None:
             command = [sys.executable, "-m", "chainlit", "run", app, "--headless"]
@@ -154,7 +157,7 @@ class AppServer(Server):
             command = ["nice", "-n", str(nice), *command]
         full_log = {"ERNIE_LOG_FILE": str(log.with_name(f"{log.stem}-full.log"))}  # beside ``log``
         environ = clean_environ(**{**full_log, **env})
-        with cls.started(command, environ, log, open_files=open_files) as server:
+        with cls.started(command, environ, log, open_files=open_files, cwd=root) as server:
             yield server
 
     def group_folder(self) -> Path:
