@@ -24,7 +24,8 @@ CPU is counted for every serving process: the app's tree, the group's, vLLM's se
 starts it, and no path unless ``--paths`` names some. ``--rate`` runs the open loop
 (``bench.openloop``) on every path after its closed loads (none unless ``--concurrency``
 names some). ``--baseline DIR`` runs the app's own paths from another checkout too (the
-version before a change: ``app@base`` beside ``app``, in the same run).
+version before a change: ``app@base`` beside ``app``, in the same run; one process each,
+where the front end's own cost shows).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ from .paths import (
 from .report import capacities, comparisons, rates_table, table, write_json
 from .shapes import SHAPES, run_shapes, shapes_table
 
-BASELINE_PATHS = ("app", "chainlit", "workers", "engines")  # the paths of the app's own code
+BASELINE_PATHS = ("app", "chainlit")  # one process of the app's own code, each
 PATHS = ("engine", "app", "http", "chainlit", "workers", "engines", "cores", "remote")  # 5 by name
 
 
@@ -103,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=Path("artifacts/bench"))
     parser.add_argument(
         "--baseline", type=Path, help="another checkout of the app (the version before a "
-        "change): its app, chainlit, workers and engines paths run too, as path@base"
+        "change): its app and chainlit paths run too, as path@base"
     )  # fmt: skip
     _open_loop_options(parser)
     return parser
@@ -121,6 +122,10 @@ def _open_loop_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--reply-median", type=int, default=256, help="reply tokens, median")
     group.add_argument("--reply-max", type=int, default=1024, help="reply tokens, at most")
     group.add_argument("--first-rate", type=float, default=2.0, help="the sweep's first rate")
+    group.add_argument(
+        "--profile", action="store_true", help="py-spy on the app paths' processes during "
+        "the open loop (folded stacks: OUT/<path>-pyspy.txt)"
+    )  # fmt: skip
     group.add_argument(
         "--slo", default="ttft_p99_ms=500,itl_p99_ms=100", help="first token and time per "
         "token, p99 (default ttft_p99_ms=500,itl_p99_ms=100)"
@@ -168,6 +173,7 @@ def _open_loop(args: argparse.Namespace, plan: Plan) -> OpenLoop | None:
         reply_median=args.reply_median, reply_max=args.reply_max, rates=tuple(args.rate),
         first_rate=args.first_rate, slo=Slo.parse(args.slo),
         system_prompt=plan.settings.system_prompt,
+        profile_to=args.out if args.profile else None,
     )  # fmt: skip
 
 

@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .measure import p99
@@ -93,6 +94,7 @@ class OpenLoop:
     first_rate: float = 2.0
     slo: Slo = field(default_factory=Slo)
     system_prompt: str | None = None  # the app's, for the settings panel of its chats
+    profile_to: Path | None = None  # py-spy on the app paths' processes, folded stacks here
 
     def traffic(self, rate: float) -> Traffic:
         return Traffic(rate, self.duration_s, self.turns, self.think_s, self.reply_median,

@@ -36,6 +36,7 @@ from .measure import (
     timed,
 )
 from .openloop import OpenLoop, RateResult, Turn, run_rate, sweep
+from .profile import profiled
 from .talk import engine_conversation, socket_conversation
 from .traffic import Conversation
 
@@ -196,7 +197,10 @@ async def _socket_loads(
             prompt, panel = open_loop.system_prompt, not path.startswith("http")
             return await socket_conversation(url, visitor, system_prompt=prompt, panel=panel)
 
-        rates = await sweep(path, functools.partial(run_rate, talk), open_loop)
+        pid = servers[0].process.pid if open_loop.profile_to else None
+        spied = (open_loop.profile_to or Path()) / f"{path.replace('@', '-at-')}-pyspy.txt"
+        with profiled(pid, spied):
+            rates = await sweep(path, functools.partial(run_rate, talk), open_loop)
         return cold_result, closed, rates
     finally:
         watch.close()
