@@ -156,7 +156,9 @@ async def _path(
     elif path == "engines":
         group = {"ERNIE_ENGINES": str(args.engines), "ERNIE_WORKERS": str(args.engine_workers)}
     if path in ("app", "chainlit", "workers", "engines"):
-        burst, closed, rates = await app_path(loads, out, path=path, open_loop=open_loop, **group)
+        burst, closed, rates = await app_path(
+            loads, out, path=path, open_loop=open_loop, root=root, **group
+        )
     elif path == "http":
         burst, closed, rates = await http_path(await vllm(), plan, loads, out, open_loop)
     else:

@@ -229,9 +229,12 @@ async def app_path(
     env.setdefault("ERNIE_ENGINES", "1")
     app = "app.py" if path == "chainlit" else None
     name = path if root == ROOT else f"{path}@base"
+    file_name = name.replace("@", "-at-")  # the device tool's files: no '@' in names
     with contextlib.ExitStack() as stack:
         servers = [
-            stack.enter_context(AppServer.run(env, logs / f"{name}-{i}.log", app=app, root=root))
+            stack.enter_context(
+                AppServer.run(env, logs / f"{file_name}-{i}.log", app=app, root=root)
+            )
             for i in range(replicas)
         ]
         for server in servers:  # an app that exits (a bad setting) fails the run at once
