@@ -107,7 +107,11 @@ class ChatClient:
         it speaks from; ``settle``: wait for the chat's start before handing it over (an
         app without a chat start handler: pass False)."""
         local = None if source is None else (source, 0)
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=local)) as http:
+        # A browser keeps the group's worker cookie for an address too (aiohttp's default
+        # jar drops cookies of IP hosts): a reconnect comes back to the same worker.
+        connector = aiohttp.TCPConnector(local_addr=local)
+        jar = aiohttp.CookieJar(unsafe=True)
+        async with aiohttp.ClientSession(connector=connector, cookie_jar=jar) as http:
             sio = socketio.AsyncClient(http_session=http, reconnection_delay=0.5)
             async with cls._opened(sio, url, headers, thread_id, settle) as client:
                 yield client
