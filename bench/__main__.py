@@ -24,8 +24,8 @@ CPU is counted for every serving process: the app's tree, the group's, vLLM's se
 starts it, and no path unless ``--paths`` names some. ``--rate`` runs the open loop
 (``bench.openloop``) on every path after its closed loads (none unless ``--concurrency``
 names some). ``--baseline DIR`` runs the app's own paths from another checkout too (the
-version before a change: ``app@base`` beside ``app``, in the same run; one process each,
-where the front end's own cost shows).
+version before a change: ``app@base`` beside ``app``, ``engines@base`` beside ``engines``,
+in the same run).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from .paths import (
 from .report import capacities, comparisons, rates_table, table, write_json
 from .shapes import SHAPES, run_shapes, shapes_table
 
-BASELINE_PATHS = ("app", "chainlit")  # one process of the app's own code, each
+BASELINE_PATHS = ("app", "chainlit", "workers", "engines")  # the app's own code serves them
 PATHS = ("engine", "app", "http", "chainlit", "workers", "engines", "cores", "remote")  # 5 by name
 
 
@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=Path("artifacts/bench"))
     parser.add_argument(
         "--baseline", type=Path, help="another checkout of the app (the version before a "
-        "change): its app and chainlit paths run too, as path@base"
+        "change): its app, chainlit, workers and engines paths run too, as path@base"
     )  # fmt: skip
     _open_loop_options(parser)
     return parser

@@ -152,9 +152,10 @@ def _against_engine(
     results: list[LoadResult], engine: dict[int, LoadResult]
 ) -> list[dict[str, Any]]:
     """The other in-process set-ups (``chainlit run``, the workers, several engine cores,
-    their bare ceiling) against the engine."""
+    their bare ceiling; ``--baseline``'s versions of them) against the engine."""
     rows = []
-    for path in ("chainlit", "workers", "engines", "cores"):
+    own = ("app", "chainlit", "workers", "engines")
+    for path in ("chainlit", "workers", "engines", "cores", *(f"{p}@base" for p in own)):
         for chats, mine in sorted(_by(results, path).items()):
             if chats not in engine:
                 continue

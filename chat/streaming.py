@@ -97,8 +97,15 @@ async def stream_reply(
         cl.user_session.set("request_id", None)
     reply.metadata = conversation.record(message_id, text, reply.content)  # for the history
     lost = cl.user_session.get("lost_request") == request_id  # stopped by a dropped socket
+    # Sent to a socket that is gone: shown on its return. Asked before and after sending,
+    # as the socket may come back (or go) while the final form is on its way.
+    _keep_if_dropped(reply)
     await _finish(reply, thinking, end, options.reply_budget(engine.settings), lost=lost)
-    if cl.user_session.get("dropped"):  # sent to a socket that is gone: show it on return
+    _keep_if_dropped(reply)
+
+
+def _keep_if_dropped(reply: cl.Message) -> None:
+    if cl.user_session.get("dropped"):
         cl.user_session.set("undelivered", reply)
 
 

@@ -53,7 +53,7 @@ class Reply:
     frame_at: list[float] = field(default_factory=list)  # when each of them arrived
     final: str | None = None  # the complete reply message, when the app sends one
     error: str | None = None  # an error message the app sent instead of (or during) a reply
-    updated: bool = False  # the app sent the reply again (its final form after a reconnect)
+    after_reconnect: bool = False  # the final form came after the socket came back
 
     @property
     def text(self) -> str:
@@ -107,10 +107,8 @@ class ChatClient:
         it speaks from; ``settle``: wait for the chat's start before handing it over (an
         app without a chat start handler: pass False)."""
         local = None if source is None else (source, 0)
-        # A browser keeps the group's worker cookie for an address too (aiohttp's default
-        # jar drops cookies of IP hosts): a reconnect comes back to the same worker.
         connector = aiohttp.TCPConnector(local_addr=local)
-        jar = aiohttp.CookieJar(unsafe=True)
+        jar = aiohttp.CookieJar(unsafe=True)  # an IP host's worker cookie kept, as a browser
         async with aiohttp.ClientSession(connector=connector, cookie_jar=jar) as http:
             sio = socketio.AsyncClient(http_session=http, reconnection_delay=0.5)
             async with cls._opened(sio, url, headers, thread_id, settle) as client:
@@ -219,8 +217,7 @@ class ChatClient:
         """A message in its final form again (a reply that ended while the socket was
         gone, shown when it came back)."""
         if self._reply is not None and step.get("id") == self._reply_id:
-            self._reply.final = step["output"]
-            self._reply.updated = True
+            self._final(step["output"])
 
     async def _on_resume_thread(self, thread: dict[str, Any]) -> None:
         self.resumed_thread = thread
@@ -255,9 +252,14 @@ class ChatClient:
         if self._reply is None:
             return
         if step.get("id") == self._reply_id:
-            self._reply.final = step["output"]
+            self._final(step["output"])
         elif step.get("isError"):
             self._reply.error = step["output"]
+
+    def _final(self, text: str) -> None:
+        assert self._reply is not None
+        self._reply.final = text
+        self._reply.after_reconnect = self._reply.after_reconnect or self.connects > 1
 
     async def _settle(self) -> None:
         """Until the app is ready for a message, as a browser tab waits."""

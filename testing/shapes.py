@@ -172,10 +172,10 @@ async def reconnect(
                 await chat.drop()
                 await until(lambda: chat.connects >= 2, 60, "the socket back")
                 reply = chat.reply
-                await until(lambda: reply and reply.final is not None, 60, "the final reply")
+                await until(lambda: reply and reply.after_reconnect, 60, "the final reply back")
             sending.cancel()
             reply = chat.reply
-            return reply if reply is not None and reply.final is not None else None
+            return reply if reply is not None and reply.after_reconnect else None
 
         for reply in await asyncio.gather(*(one(c) for c in clients)):
             tally.count(reply)

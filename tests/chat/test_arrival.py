@@ -55,7 +55,7 @@ async def test_a_socket_that_drops_mid_reply_comes_back_to_it(signed_app: AppSer
     assert (tally.sent, tally.answered, tally.lost) == (3, 3, 0), tally
     for chat in chats:
         reply = chat.reply
-        assert reply is not None and reply.final is not None and reply.updated
+        assert reply is not None and reply.final is not None and reply.after_reconnect
         assert "connection was lost" in reply.final
     await signed_app.wait_for_running(0, within_s=10, headers=BEARER)
     body = {"pagination": {"first": 20}, "filter": {}}

@@ -259,6 +259,16 @@ async def closed(reader: asyncio.StreamReader, *, within_s: float) -> bool:
     return True
 
 
+async def one_chat_a_worker(stack: contextlib.AsyncExitStack, group: AppServer) -> list[ChatClient]:
+    """A chat open on each worker of the group, each from its own address."""
+    chats = [
+        await stack.enter_async_context(ChatClient.connect(group.url, source=visitor()))
+        for _ in range(WORKERS)
+    ]
+    await spread_as(group, [1] * WORKERS)
+    return chats
+
+
 async def test_killing_a_worker_restarts_its_unit_and_its_chats_go_on(group: AppServer) -> None:
     """A chat open on each worker when one is killed: its unit (its engine core and both its
     workers) restarts, with the cause logged; the unit's pages reconnect to a live worker,
@@ -266,11 +276,7 @@ async def test_killing_a_worker_restarts_its_unit_and_its_chats_go_on(group: App
     answered; none vanishes."""
     tally = Tally("a worker killed")
     async with contextlib.AsyncExitStack() as stack:
-        chats = [
-            await stack.enter_async_context(ChatClient.connect(group.url, source=visitor()))
-            for _ in range(WORKERS)
-        ]
-        await spread_as(group, [1] * WORKERS)
+        chats = await one_chat_a_worker(stack, group)
         victim = workers_of(group)[-1]
         victim.send_signal(signal.SIGKILL)
         cause = re.compile(
@@ -296,11 +302,7 @@ async def test_killing_an_engine_core_restarts_its_unit_while_the_other_serves(
 
     tally = Tally("an engine core killed")
     async with contextlib.AsyncExitStack() as stack:
-        chats = [
-            await stack.enter_async_context(ChatClient.connect(group.url, source=visitor()))
-            for _ in range(WORKERS)
-        ]
-        await spread_as(group, [1] * WORKERS)
+        chats = await one_chat_a_worker(stack, group)
         victim = processes_of(group, "VLLM::EngineCore")[0]
         before = {p.pid for p in workers_of(group)}
         victim.send_signal(signal.SIGKILL)

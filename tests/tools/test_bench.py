@@ -64,6 +64,7 @@ def test_the_report_compares_every_path_measured_with_the_engine() -> None:
         result("http", 16, 600.0, 50.0),
         result("remote", 16, 450.0, 40.0),
         result("workers", 16, 950.0, 25.0),
+        result("engines@base", 16, 1100.0, 22.0),  # --baseline: the version before
     ]
     rows = comparisons(results, [result("app-cold", 16, 800.0, 45.0)])
     app = next(row for row in rows if "app/engine tok/s" in row)
@@ -71,4 +72,5 @@ def test_the_report_compares_every_path_measured_with_the_engine() -> None:
     assert app["target app>=0.9 engine at 16"] and app["app/http tok/s"] == 1.5
     assert app["remote/app tok/s"] == 0.5
     assert any(row.get("workers/engine tok/s") == 0.95 for row in rows)
+    assert any(row.get("engines@base/engine tok/s") == 1.1 for row in rows)
     assert any(row.get("app-cold TTFT p50 / steady") == 1.5 for row in rows)
