@@ -28,7 +28,15 @@ from testing.demo import DEMO_APP_ENV
 from testing.hub import HubServer
 from testing.polling import until
 from testing.servers import AppServer
-from testing.shapes import Tally, answer_to, at_connect, back_to_back
+from testing.shapes import (
+    SlowReader,
+    Tally,
+    answer_to,
+    at_connect,
+    back_to_back,
+    reconnect,
+    with_idle_tabs,
+)
 from testing.visitors import CLAIMS, async_http_client, idle_connections, visitor
 
 pytestmark = pytest.mark.engine
@@ -244,6 +252,22 @@ async def test_idle_connections_from_one_address_cannot_take_the_port(group: App
     finally:
         for _, writer in flood:
             writer.close()
+
+
+async def test_reconnects_idle_tabs_and_a_slow_reader_lose_nothing_through_haproxy(
+    group: AppServer,
+) -> None:
+    """The other shapes, through HAProxy: a dropped socket comes back to its worker (the
+    page's cookie) and its reply; idle tabs and a reader that stopped cost the chats beside
+    them nothing, and the stopped reader is ended (the demo's ERNIE_SOCKET_TIMEOUT_S: 6)."""
+    tally, _ = await reconnect(group.url, chats=WORKERS)
+    assert (tally.sent, tally.answered, tally.lost) == (WORKERS, WORKERS, 0), tally
+    slow = SlowReader(group.url)
+    async with with_idle_tabs(group.url, 200, per_address=10) as tabs, slow.stopped() as ended:
+        assert tabs == 200
+        beside = await at_connect(group.url, chats=8)
+        assert (beside.sent, beside.answered, beside.lost) == (8, 8, 0), beside
+        assert await ended(6 + 4)
 
 
 async def closed(reader: asyncio.StreamReader, *, within_s: float) -> bool:
