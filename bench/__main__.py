@@ -60,10 +60,9 @@ from .paths import (
     remote_path,
     vllm_server,
 )
-from .report import capacities, comparisons, rates_table, table, write_json
+from .report import BASELINE_PATHS, capacities, comparisons, rates_table, table, write_json
 from .shapes import SHAPES, run_shapes, shapes_table
 
-BASELINE_PATHS = ("app", "chainlit", "workers", "engines")  # the app's own code serves them
 PATHS = ("engine", "app", "http", "chainlit", "workers", "engines", "cores", "remote")  # 5 by name
 
 

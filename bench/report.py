@@ -13,6 +13,8 @@ __all__ = ["capacities", "columns", "comparisons", "rates_table", "table", "writ
 
 # ERNIE_ENGINES' targets on one GPU (the issue): tok/s against the single engine, by chats.
 ENGINES_TARGETS = {64: 1.2, 256: 1.4, 512: 2.6}
+# The paths the app's own code serves: --baseline runs them from another checkout too.
+BASELINE_PATHS = ("app", "chainlit", "workers", "engines")
 
 COLUMNS = (
     ("path", "path"),
@@ -154,8 +156,8 @@ def _against_engine(
     """The other in-process set-ups (``chainlit run``, the workers, several engine cores,
     their bare ceiling; ``--baseline``'s versions of them) against the engine."""
     rows = []
-    own = ("app", "chainlit", "workers", "engines")
-    for path in ("chainlit", "workers", "engines", "cores", *(f"{p}@base" for p in own)):
+    based = (f"{path}@base" for path in BASELINE_PATHS)
+    for path in ("chainlit", "workers", "engines", "cores", *based):
         for chats, mine in sorted(_by(results, path).items()):
             if chats not in engine:
                 continue

@@ -15,13 +15,14 @@ import pytest
 
 from testing.accounts import OPS_TOKEN, PROXY, named, session_cookie
 from testing.chat_client import wait_ready
+from testing.demo import DEMO_APP_ENV
 from testing.engines import DemoApp
 from testing.servers import AppServer
 from testing.shapes import SlowReader, at_connect, back_to_back, reconnect, with_idle_tabs
 
 pytestmark = pytest.mark.engine
 
-SOCKET_TIMEOUT_S = 6  # the demo app's ERNIE_SOCKET_TIMEOUT_S
+SOCKET_TIMEOUT_S = float(DEMO_APP_ENV["ERNIE_SOCKET_TIMEOUT_S"])  # the demo app's
 BEARER = {"Authorization": f"Bearer {OPS_TOKEN}"}
 
 
