@@ -41,9 +41,10 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from deploy.loading import load_settings
-from deploy.preflight import Plan, preflight
+from deploy.plan import Plan
+from deploy.preflight import preflight
 from deploy.settings import SettingsError
+from deploy.settings_loader import load_settings
 from serve.web import raise_open_files
 from testing.servers import ROOT
 

@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 from vllm.v1.engine.async_llm import AsyncLLM
 
 from deploy.engine_args import build_engine_args
-from deploy.preflight import Plan
+from deploy.plan import Plan
 from engine.local import shut_down
 
 from .measure import LoadResult, Loads, ProcessWatch, ReplyTiming, measure_loads, timed

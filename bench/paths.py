@@ -18,7 +18,7 @@ from vllm.v1.engine.async_llm import AsyncLLM
 
 from deploy.engine_args import build_engine_args
 from deploy.model_info import load_model_info
-from deploy.preflight import Plan
+from deploy.plan import Plan
 from deploy.system_prompts import resolve_system_prompt
 from engine.local import shut_down
 from engine.prompt import PromptBuilder

@@ -1,5 +1,5 @@
-"""The web app's own errors, beside the engine's (``engine.errors``): ``chat.render`` has
-the words for each; what no one expected is reported by ``chat.failures``."""
+"""The web app's own errors, beside the engine's (``engine.errors``): ``chat.ui.render`` has
+the words for each; what no one expected is reported by ``chat.ui.failures``."""
 
 from __future__ import annotations
 

@@ -2,11 +2,11 @@
 streams, the stop button, a closed tab or a dropped socket, the settings panel.
 
 Each handler reads the chat's state, calls the engine, and renders; what a reply looks
-like is ``chat.streaming``, the words are ``chat.render`` and the translations. A message
+like is ``chat.ui.streaming``, the words are ``chat.ui.render`` and the translations. A message
 reaches ``answer`` only once the front door admitted it (``chat.access.admission``), and
 whichever of ``start_chat`` and ``answer`` runs first sets the chat up (``this_chat``):
 the order events arrive in is not theirs to rely on (``chat.arrival``). Every handler
-reports what it did not expect (``chat.failures``).
+reports what it did not expect (``chat.ui.failures``).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from engine import ChatOptions, EngineFailedError, EngineRestartingError, Messag
 from . import lifecycle, metrics
 from .compat import answer_messages, trim_chat_context
 from .conversation import Conversation
-from .failures import reported, send_error
-from .i18n import DEFAULT_LANGUAGE, strings_for, t
-from .panel import PanelValueError, options_from
 from .runtime import runtime
-from .streaming import announce_engine, stream_reply
+from .ui.failures import reported, send_error
+from .ui.i18n import DEFAULT_LANGUAGE, strings_for, t
+from .ui.panel import PanelValueError, options_from
+from .ui.streaming import announce_engine, stream_reply
 
 __all__ = ["reconnected", "resume_chat"]
 

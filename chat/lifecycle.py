@@ -12,8 +12,8 @@ from deploy.database import redact
 from deploy.settings import env_name
 
 from .conversation import Seal
+from .history.schema import create_schema
 from .runtime import Runtime
-from .schema import create_schema
 
 __all__ = ["EXIT_GRACE_S", "start", "stop"]
 

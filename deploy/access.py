@@ -18,7 +18,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from .database import DatabaseUrlError, database_url
 from .names import env_name
-from .origins import RecordedSettings
+from .setting_origins import RecordedSettings
 
 __all__ = ["AUTH_SECRET", "MIN_SECRET_CHARS", "AccessSettings"]
 

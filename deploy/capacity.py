@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .preflight import Plan
+from .plan import Plan
 from .settings import env_name
 from .sizing import GiB
 

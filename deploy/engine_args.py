@@ -7,7 +7,7 @@ from typing import Any
 
 from vllm.engine.arg_utils import AsyncEngineArgs
 
-from .preflight import Plan
+from .plan import Plan
 from .sizing import GiB
 
 __all__ = ["build_engine_args"]

@@ -10,7 +10,6 @@ Usage::
 
     cores = plan.placement          # Placement.of(settings, hardware, K)
     cores.count, cores.per_device, cores.devices(i), cores.share(0.9), cores.max_num_seqs
-    check_placement(plan)           # SettingsError: K cannot fit (one line, the fix)
 """
 
 from __future__ import annotations
@@ -20,17 +19,14 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .model_files import refuse
-from .names import env_name
 from .sizing import DTYPE_BYTES, GiB
 
 if TYPE_CHECKING:
     from .hardware import Hardware
     from .model_files import ModelShape
-    from .preflight import Plan
     from .settings import Settings
 
-__all__ = ["Placement", "check_placement", "default_engines", "weights_gib"]
+__all__ = ["CPUS_PER_CORE", "ENGINE_MARGIN_GIB", "SMALL_MODEL_SHARE", "Placement", "weights_gib"]
 
 ENGINE_MARGIN_GIB = 1.0  # activations, CUDA graphs and the runtime beside the weights
 # The default: two cores a GPU for a model whose weights take at most this share of it (the
@@ -93,77 +89,3 @@ class Placement:
         ids = visible.split(",") if visible else [str(i) for i in range(self.gpus)]
         first = (core % self.groups) * self.per_copy
         return ",".join(ids[first : first + self.per_copy])
-
-
-def _core_kv_gib(plan: Plan, placement: Placement) -> float | None:
-    """Each core's KV cache (GiB) with this placement; None when it cannot be told."""
-    settings, hardware = plan.settings, plan.hardware
-    if settings.kv_cache_gb is not None:
-        return placement.kv_cache_gib(settings.kv_cache_gb)
-    weights = weights_gib(plan.shape, plan.dtype)
-    if hardware.cpu or weights is None:
-        return None
-    core_gib = placement.share(plan.memory_share) * _device_gib(hardware)
-    return core_gib - weights / placement.per_copy - ENGINE_MARGIN_GIB
-
-
-def _device_gib(hardware: Hardware) -> float:
-    """The smallest visible GPU's memory: every core's share is cut from it."""
-    return min(g.total_bytes for g in hardware.gpus) / GiB
-
-
-def _core_tokens(plan: Plan, count: int) -> int | None:
-    placement = Placement.of(plan.settings, plan.hardware, count)
-    kv = _core_kv_gib(plan, placement)
-    if kv is None or plan.shape is None:
-        return None
-    per_token = plan.shape.kv_bytes_per_token(plan.dtype, plan.settings.tensor_parallel_size)
-    return max(0, int(kv * GiB) // per_token)
-
-
-def default_engines(plan: Plan) -> tuple[int, str]:
-    """``ERNIE_ENGINES`` when unset, and why (the capacity report's source line)."""
-    settings, hardware = plan.settings, plan.hardware
-    if hardware.cpu or settings.engine == "remote":
-        return 1, "default: one core"
-    weights = weights_gib(plan.shape, plan.dtype)
-    if weights is None:
-        return 1, "default: one core (the model's size is unknown)"
-    one, device_gib = Placement.of(settings, hardware, 1), _device_gib(hardware)
-    if weights / one.per_copy > SMALL_MODEL_SHARE * device_gib:
-        return 1, "default: one core (the model is not small beside its GPU)"
-    wanted = min(2 * one.groups, hardware.cpus // CPUS_PER_CORE, settings.max_num_seqs)
-    fits = [k for k in range(2, wanted + 1) if _holds(plan, _core_tokens(plan, k))]
-    if not fits:
-        return 1, f"default: one core ({hardware.cpus} CPU cores, or no room for two)"
-    small = f"{weights:.2f} GiB on {one.groups} x {device_gib:.0f} GiB GPU"
-    return fits[-1], f"default: two cores a GPU for a small model ({small}; docs/scaling.md)"
-
-
-def _holds(plan: Plan, tokens: int | None) -> bool:
-    """A core with KV room for ``tokens`` (None: unknown before loading) holds one request
-    of ``ERNIE_MAX_MODEL_LEN``."""
-    return tokens is None or tokens >= plan.settings.max_model_len
-
-
-def check_placement(plan: Plan) -> None:
-    """Refuse K engine cores that cannot run: one line naming ERNIE_ENGINES and a fix."""
-    settings, count = plan.settings, plan.engines
-    if count == 1:
-        return
-    if settings.engine == "remote":
-        raise refuse("engines", count, "the remote servers run the engines", "unset it")
-    if count > settings.max_num_seqs:
-        why = f"each core needs a request of {env_name('max_num_seqs')}={settings.max_num_seqs}"
-        raise refuse("engines", count, why, f"use at most {settings.max_num_seqs}")
-    tokens = _core_tokens(plan, count)
-    if _holds(plan, tokens):
-        return
-    fits = [k for k in range(1, count) if _holds(plan, _core_tokens(plan, k))]
-    raise refuse(
-        "engines",
-        count,
-        f"each core's share of memory leaves room for about {tokens:,} tokens of KV cache, "
-        f"fewer than one request of {env_name('max_model_len')}={settings.max_model_len}",
-        f"use {fits[-1] if fits else 1}, or lower {env_name('max_model_len')}",
-    )

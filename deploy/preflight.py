@@ -13,18 +13,14 @@ engine can know (the memory its activations take) is left to ``deploy.failures``
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
 
 from .hardware import Hardware, driver_problem
 from .model_files import ModelShape, read_model_config, refuse
-from .placement import Placement, check_placement, default_engines
-from .profiles import PROFILES
+from .plan import Plan, core_tokens, holds
 from .settings import Settings, SettingsError, env_name
 from .sizing import (
     BLOCK_MULTIPLE,
-    CPU_MEMORY_SHARE,
     DEFAULT_BLOCK_SIZE,
-    DTYPE_BYTES,
     GiB,
     kv_gib_that_fits,
     kv_tokens,
@@ -32,89 +28,9 @@ from .sizing import (
 )
 from .system_prompts import resolve_system_prompt
 
-__all__ = ["Plan", "check_plan", "preflight"]
+__all__ = ["check_plan", "preflight"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Settings that passed the checks, with what they were checked against."""
-
-    settings: Settings
-    shape: ModelShape | None  # None: the config could not be read before loading
-    hardware: Hardware
-
-    @property
-    def dtype(self) -> str:
-        """The dtype the weights and the KV cache will have."""
-        if self.settings.dtype != "auto":
-            return self.settings.dtype
-        own = self.shape.dtype if self.shape else "bfloat16"
-        return own if own in DTYPE_BYTES else "bfloat16"
-
-    @property
-    def block_size(self) -> int:
-        return self.settings.block_size or DEFAULT_BLOCK_SIZE[self.hardware.backend]
-
-    @property
-    def memory_share(self) -> float:
-        """The memory share vLLM gets: the explicit setting, else the profile's on a GPU,
-        else the CPU backend's (a profile's GPU share of RAM would not be free)."""
-        if self.settings.gpu_memory_utilization is not None:
-            return self.settings.gpu_memory_utilization
-        if self.hardware.cpu:
-            return CPU_MEMORY_SHARE
-        return PROFILES[self.settings.profile].gpu_memory_utilization
-
-    @property
-    def engines(self) -> int:
-        """Engine cores (``ERNIE_ENGINES``); unset: ``deploy.placement.default_engines``."""
-        return self.settings.engines or default_engines(self)[0]
-
-    def alone(self) -> Plan:
-        """This plan for an engine in the app's own process (``chainlit run``, or
-        ``python -m serve`` with one worker and one core): one core, one worker."""
-        if self.settings.engines == 1 and self.settings.workers == 1:
-            return self
-        settings = self.settings.with_values("one process", engines=1, workers=1)
-        return replace(self, settings=settings)
-
-    @property
-    def placement(self) -> Placement:
-        return Placement.of(self.settings, self.hardware, self.engines)
-
-    @property
-    def workers(self) -> int:
-        """Web front ends per engine core (``ERNIE_WORKERS``): unset, 1 on the CPU (its
-        engine is the bottleneck) and on a GPU one per 4 CPU cores over the engine cores,
-        at most 4 (one engine core caps them)."""
-        if self.settings.workers is not None:
-            return self.settings.workers
-        cpus = self.hardware.cpus // self.engines
-        return 1 if self.hardware.cpu else max(1, min(4, cpus // 4))
-
-    def sources(self) -> dict[str, str]:
-        """Where each value came from, with unset ones credited to whoever picks them."""
-        settings = self.settings
-        sources = settings.origins
-        if settings.dtype == "auto":
-            sources["dtype"] = "the model's own"
-        for name, source in sources.items():
-            if getattr(settings, name) is not None:
-                continue
-            if name == "workers":
-                cpus = f"{self.hardware.cpus} CPU cores"
-                sources[name] = "CPU backend default" if self.hardware.cpu else cpus
-            elif name == "engines":
-                sources[name] = default_engines(self)[1]
-            elif name == "gpu_memory_utilization":
-                sources[name] = (
-                    "CPU backend default" if self.hardware.cpu else f"profile {settings.profile}"
-                )
-            elif source == "default":
-                sources[name] = "backend default"
-        return sources
 
 
 # --- the checks -----------------------------------------------------------------------
@@ -266,6 +182,29 @@ def _check_kv_fits(plan: Plan) -> None:
         f"one request of this length needs more KV cache than "
         f"{env_name('kv_cache_gb')}={settings.kv_cache_gb} holds ({tokens} tokens)",
         fix,
+    )
+
+
+def check_placement(plan: Plan) -> None:
+    """Refuse K engine cores that cannot run: one line naming ERNIE_ENGINES and a fix."""
+    settings, count = plan.settings, plan.engines
+    if count == 1:
+        return
+    if settings.engine == "remote":
+        raise refuse("engines", count, "the remote servers run the engines", "unset it")
+    if count > settings.max_num_seqs:
+        why = f"each core needs a request of {env_name('max_num_seqs')}={settings.max_num_seqs}"
+        raise refuse("engines", count, why, f"use at most {settings.max_num_seqs}")
+    tokens = core_tokens(plan, count)
+    if holds(plan, tokens):
+        return
+    fits = [k for k in range(1, count) if holds(plan, core_tokens(plan, k))]
+    raise refuse(
+        "engines",
+        count,
+        f"each core's share of memory leaves room for about {tokens:,} tokens of KV cache, "
+        f"fewer than one request of {env_name('max_model_len')}={settings.max_model_len}",
+        f"use {fits[-1] if fits else 1}, or lower {env_name('max_model_len')}",
     )
 
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    settings = load_settings()          # deploy.loading; SettingsError: one line with the fix
+    settings = load_settings()          # deploy.settings_loader; SettingsError: one line
     settings.model, settings.max_tokens
     settings.origins["max_model_len"]   # "environment", ".env", "profile balanced", ...
 
@@ -39,7 +39,7 @@ class Settings(AccessSettings):
         env_prefix=ENV_PREFIX,
         env_file=ENV_FILE,
         env_file_encoding="utf-8",
-        extra="ignore",  # unknown ERNIE_* names: deploy.loading refuses them
+        extra="ignore",  # unknown ERNIE_* names: deploy.settings_loader refuses them
         frozen=True,
         protected_namespaces=(),
     )

@@ -28,7 +28,7 @@ from .errors import EngineError
 if TYPE_CHECKING:
     from vllm import SamplingParams
 
-    from deploy.preflight import Plan
+    from deploy.plan import Plan
 
 __all__ = [
     "Backend",

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deploy.database import redact_setting
-from deploy.loading import load_settings
 from deploy.settings import Settings, SettingsError, env_name
+from deploy.settings_loader import load_settings
 from deploy.users import UserFileError, add_user
 
 if TYPE_CHECKING:

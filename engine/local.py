@@ -25,7 +25,7 @@ from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 from deploy.capacity import CapacityReport, capacity_report
 from deploy.engine_args import build_engine_args
 from deploy.failures import describe_failure
-from deploy.preflight import Plan
+from deploy.plan import Plan
 
 from .backend import BackendDeadError, BackendStartError
 from .core_errors import CoreErrorLog, ended_processes

@@ -27,9 +27,10 @@ from typing import Any, ClassVar
 
 from vllm import SamplingParams
 
-from deploy.loading import load_settings
-from deploy.preflight import Plan, preflight
+from deploy.plan import Plan
+from deploy.preflight import preflight
 from deploy.settings import Settings
+from deploy.settings_loader import load_settings
 from deploy.system_prompts import resolve_system_prompt
 
 from .backend import BackendDeadError

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    from deploy.preflight import Plan
+    from deploy.plan import Plan
 
 __all__ = ["Attachment", "SharedCore", "attach", "join", "joined", "launch_shared_core"]
 

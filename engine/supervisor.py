@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from deploy.failures import describe_failure
 from deploy.model_info import ModelInfo, load_model_info
-from deploy.preflight import Plan
+from deploy.plan import Plan
 from deploy.settings import env_name
 
 from .backend import Backend, BackendStartError, Report, open_backend

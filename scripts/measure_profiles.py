@@ -79,7 +79,7 @@ async def load(engine: Any, chats: int, prompt_tokens: int, reply_tokens: int) -
 
 
 async def measure(profile: str, reply_tokens: int) -> None:
-    from deploy.loading import load_settings
+    from deploy.settings_loader import load_settings
     from engine import ChatEngine
 
     engine = ChatEngine.from_settings(load_settings())

@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     os.umask(0o077)  # the log, the history, the caches: this user's alone
     raise_open_files()
-    from deploy.loading import load_settings
     from deploy.settings import SettingsError
+    from deploy.settings_loader import load_settings
 
     try:
         settings = load_settings()

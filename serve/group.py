@@ -40,7 +40,7 @@ from pydantic import SecretStr
 from setproctitle import setproctitle
 
 from chat.access.shared_limits import LIMITS_FILE, forget
-from deploy.preflight import Plan
+from deploy.plan import Plan
 from engine.download import Download, DownloadError, fetch_model
 from engine.shared_core import SharedCore, join, launch_shared_core
 

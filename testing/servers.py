@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from deploy.preflight import Plan
+from deploy.plan import Plan
 from serve.proxy import SOCKET, ask
 
 from .polling import until

@@ -35,8 +35,8 @@ from engine import MessageRefusedError
 
 from .. import metrics
 from ..errors import MalformedMessageError
-from ..i18n import chat_strings
-from ..render import error_text
+from ..ui.i18n import chat_strings
+from ..ui.render import error_text
 from .limits import LimitExceededError, UserLimits
 from .peers import ProxyTrust
 from .shared_limits import SharedUserLimits

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chat.conversation import MAX_EXCHANGES, Conversation, Seal
-from chat.markdown import fix_cjk_emphasis
+from chat.ui.markdown import fix_cjk_emphasis
 from engine.prompt import Turn
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from chainlit.context import init_http_context
 
-from chat.failures import reported
+from chat.ui.failures import reported
 
 
 async def test_an_unexpected_error_is_one_line_and_one_message_with_its_reference(
@@ -27,7 +27,7 @@ async def test_an_unexpected_error_is_one_line_and_one_message_with_its_referenc
     async def answer() -> None:
         raise KeyError("the secret detail")
 
-    with caplog.at_level(logging.DEBUG, logger="chat.failures"):
+    with caplog.at_level(logging.DEBUG, logger="chat.ui.failures"):
         assert await answer() is None  # the chat goes on
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and errors[0].exc_info is None  # one line, no traceback there

@@ -30,10 +30,10 @@ import httpx
 import pytest
 import socketio
 
-from chat import schema
 from chat.conversation import Conversation, Seal
-from chat.data_layer import HistoryIdError, SafeDataLayer, checked_id
-from chat.schema import create_schema
+from chat.history import schema
+from chat.history.data_layer import HistoryIdError, SafeDataLayer, checked_id
+from chat.history.schema import create_schema
 from deploy.database import database_url
 from deploy.users import add_user
 from testing import accounts

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chat.panel import NO_SYSTEM_PROMPT, PanelValueError, options_from
+from chat.ui.panel import NO_SYSTEM_PROMPT, PanelValueError, options_from
 from testing.chat_client import ChatClient, wait_ready
 from testing.demo import DEMO_APP_ENV
 from testing.engines import DemoApp

@@ -11,11 +11,11 @@ from typing import Any, get_args
 
 import pytest
 
-from chat import i18n
 from chat.access.limits import LimitExceededError
 from chat.errors import MalformedMessageError
-from chat.i18n import Strings, strings_for
-from chat.render import engine_notes, error_text, final_reply, footer
+from chat.ui import i18n
+from chat.ui.i18n import Strings, strings_for
+from chat.ui.render import engine_notes, error_text, final_reply, footer
 from engine import (
     EngineFailedError,
     EngineRestartingError,
@@ -56,7 +56,7 @@ def test_english_and_chinese_have_the_same_keys_and_placeholders() -> None:
 
 def test_every_key_the_app_uses_exists() -> None:
     used = set()
-    for source in (ROOT / "chat").glob("*.py"):
+    for source in (ROOT / "chat").rglob("*.py"):
         used |= set(re.findall(r'\bt\(\s*"(\w+)"', source.read_text(encoding="utf-8")))
     # Keys the code builds: one per refusal reason the engine raises.
     used |= {f"refused_{reason}" for reason in get_args(RefusalReason)}
@@ -136,6 +136,6 @@ def test_errors_are_words_for_the_user(
 
 
 def test_an_unexpected_error_has_no_words_of_its_own(t: Strings) -> None:
-    """chat.failures reports it and answers with its reference, never the error's text."""
+    """chat.ui.failures reports it and answers with its reference, never the error's text."""
     assert error_text(KeyError("a bug"), t) is None
     assert "a1b2c3d4" in t("unexpected_error", reference="a1b2c3d4")

@@ -16,7 +16,8 @@ import pytest
 from deploy.failures import describe_failure
 from deploy.hardware import Gpu, Hardware, driver_problem
 from deploy.model_files import ModelShape
-from deploy.preflight import Plan, check_plan
+from deploy.plan import Plan
+from deploy.preflight import check_plan
 from deploy.settings import SettingsError
 from engine.cli import main
 from testing.demo import hermetic_settings

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.loading import load_settings
 from deploy.settings import Settings, SettingsError
+from deploy.settings_loader import load_settings
 from engine.cli import main
 from testing.servers import ROOT
 

@@ -16,8 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.demo_model import SCRIPTED_REPLY
-from deploy.loading import load_settings
 from deploy.settings import SettingsError
+from deploy.settings_loader import load_settings
 from engine import ChatEngine, ChatOptions, EngineState, ReplyEnd, TextChunk
 from engine.completions import (
     Collector,

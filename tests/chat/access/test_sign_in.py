@@ -18,8 +18,8 @@ import jwt
 import pytest
 import socketio
 
-from deploy.loading import load_settings
 from deploy.settings import SettingsError
+from deploy.settings_loader import load_settings
 from deploy.users import UserFileError, add_user, remove_user, verify_password
 from engine.cli import main
 from testing.accounts import AUTH_SECRET, PASSWORD, PROXY, PROXY_SECRET, forwarded, named

@@ -1,8 +1,8 @@
 """Chat history: where signed-in users' chats are kept, and how a chat is resumed.
 
-The data layer is Chainlit's SQLAlchemy layer with every id checked
-(``chat.data_layer``); its tables are created by ``chat.schema``. A resumed chat becomes
-the model's history again through the handler ``resume``.
+The data layer is Chainlit's SQLAlchemy layer with every id checked (``data_layer``); its
+tables are created by ``schema``. A resumed chat becomes the model's history again through
+the handler ``resume``.
 """
 
 from __future__ import annotations

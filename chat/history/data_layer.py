@@ -7,7 +7,7 @@ such as ``x') UNION SELECT ...`` read other users' chats. Here every thread, ste
 element, feedback and user id is refused unless it is a UUID in its canonical
 lower-case form, at every entry point (SQLite compares text: an upper-case copy of another
 user's thread id was a thread of its own there), and that query is built with bound
-parameters (``chat.thread_query``); the SQLite schema checks the shape of ids too
+parameters (``chat.history.thread_query``); the SQLite schema checks the shape of ids too
 (``chat.history``), and PostgreSQL's columns are UUIDs. A step may be written only into a
 chat of the user writing it, and only where it already belongs; a chat's name (Chainlit
 takes its first message) is cut to ``THREAD_NAME_CHARS``.
@@ -27,7 +27,7 @@ from chainlit.context import context_var
 from chainlit.data.sql_alchemy import SQLAlchemyDataLayer
 from chainlit.types import Feedback, ThreadDict
 
-from .access.peers import REQUEST_USER
+from ..access.peers import REQUEST_USER
 from .thread_query import user_threads
 
 __all__ = [

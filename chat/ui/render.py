@@ -1,7 +1,7 @@
 """What the chat shows, as pure functions of the engine's state and the chat's language.
 
 No Chainlit calls and no I/O here: each function takes the ``Strings`` of the chat's
-language (``chat.i18n``) and returns text, so every word a user reads is unit-tested.
+language (``chat.ui.i18n``) and returns text, so every word a user reads is unit-tested.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from engine import (
     ReplyEnd,
 )
 
-from .access.limits import LimitExceededError
-from .errors import MalformedMessageError
+from ..access.limits import LimitExceededError
+from ..errors import MalformedMessageError
 from .i18n import Strings
 from .markdown import fix_cjk_emphasis
 from .panel import PanelValueError
@@ -89,7 +89,7 @@ def final_reply(
 
 
 def error_text(exc: Exception, t: Strings) -> str | None:
-    """Words for the user; None for an error the app did not expect (``chat.failures``
+    """Words for the user; None for an error the app did not expect (``chat.ui.failures``
     reports it, and the user gets its reference)."""
     if isinstance(exc, LimitExceededError):
         if exc.limit == "busy":

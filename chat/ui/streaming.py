@@ -20,8 +20,8 @@ from engine import (
     new_request_id,
 )
 
-from . import metrics
-from .conversation import Conversation
+from .. import metrics
+from ..conversation import Conversation
 from .failures import send_error
 from .i18n import chat_strings, t
 from .panel import send_settings_panel

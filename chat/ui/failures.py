@@ -28,7 +28,7 @@ from typing import ParamSpec, TypeVar
 
 import chainlit as cl
 
-from . import metrics
+from .. import metrics
 from .i18n import chat_strings
 from .render import error_text
 
