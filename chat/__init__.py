@@ -1,9 +1,34 @@
 """The web app: everything that knows Chainlit.
 
-``handlers`` (the chat as the UI sees it), ``streaming`` (a reply on screen), ``render``
-and ``i18n`` (the words, in English and Chinese), ``panel`` (the settings panel),
-``auth`` (sign-in), ``history`` (the data layer and resume), ``routes`` (health,
-readiness, metrics), ``limits``, ``lifecycle``, ``compat`` (Chainlit patches), and
-``runtime`` (the one set-up ``app.py`` calls). It imports the engine's public names and
-never vLLM.
+``handlers`` (the chat as the UI sees it) over three rooms: ``ui`` (a reply on screen,
+the words in English and Chinese, the settings panel, errors shown), ``access`` (who a
+visitor is and what they may do) and ``history`` (the data layer and resume); beside
+them ``runtime`` (the one set-up), ``lifecycle``, ``routes`` (health, readiness,
+metrics), ``metrics``, ``arrival`` (a socket's events in order), ``conversation`` and
+``compat`` (Chainlit patches). It imports the engine's public names and never vLLM.
+
+Usage::
+
+    open_app()        # app.py: the engine from the settings
+    open_app(seat)    # a group's worker (serve.web): its seat on the shared engine core
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine import Attachment
+
+    from .runtime import Runtime
+
+__all__ = ["open_app"]
+
+
+def open_app(seat: Attachment | None = None) -> Runtime:
+    """Register the handlers with Chainlit and configure the runtime (imported here, on
+    use: the package's modules import without Chainlit's app being set up)."""
+    from . import handlers
+    from .runtime import configure
+
+    return configure(resume=handlers.resume_chat, reconnected=handlers.reconnected, seat=seat)

@@ -32,6 +32,9 @@ async def start(rt: Runtime) -> None:
 
 
 async def stop(rt: Runtime) -> None:
+    """End the engine in order (its core's teardown waited for, not killed)."""
+    if rt.engine.seat is None:  # a group's launcher says it once for all its workers
+        logger.info("stopping: the engine ends, then the app")
     await rt.engine.shutdown()
 
 

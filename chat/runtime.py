@@ -1,13 +1,16 @@
 """The web app's one set-up: settings -> engine, sign-in, history, routes.
 
-Usage (``app.py``)::
+Usage (``chat.open_app``, from ``app.py`` or a group's worker)::
 
-    configure(resume=handlers.resume_chat)   # a bad setting: one line on stderr, exit 2
+    configure(resume=..., reconnected=..., seat=seat)  # a bad setting: one line, exit 2
     runtime().engine     # from the handlers, afterwards
 
+The runtime lives on Chainlit's ASGI app (``app.state.runtime``, as vLLM's OpenAI server
+keeps its ``engine_client``): one per web app, found again when ``chainlit run -w``
+imports app.py anew. A group's worker gets its engine core through ``seat``, handed down
+by the launcher (``serve.group.run_worker`` -> ``serve.web.serve_app`` -> here).
 Chainlit decides at import which sign-in and data layer an app has, so this runs when
-``app.py`` is imported; every module of this package can be imported (and tested)
-without it.
+the app loads; every module of this package can be imported (and tested) without it.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from dataclasses import dataclass
 
 import chainlit as cl
 from chainlit.config import config
+from chainlit.server import app
 from chainlit.types import ThreadDict
 
 from deploy.settings import AUTH_SECRET, Settings, SettingsError
-from engine import ChatEngine, joined
+from deploy.settings_loader import load_settings
+from engine import Attachment, ChatEngine
 
 from . import arrival, history, routes
 from .access import admission, guards, origins, sessions, sign_in
@@ -66,38 +71,49 @@ def _seal() -> Seal:
     return Seal(hmac.new(secret, b"ernie-chat exchange", hashlib.sha256).digest())
 
 
-def _limits(settings: Settings) -> tuple[UserLimits | SharedUserLimits, OpenChats]:
+def _limits(
+    settings: Settings, group: Attachment | None
+) -> tuple[UserLimits | SharedUserLimits, OpenChats]:
     """This process's limits, or, in a group of workers, the group's (one file they share)."""
     values = {
         "max_replies": settings.user_max_replies,
         "per_minute": settings.user_messages_per_minute,
         "max_total": settings.max_replies or 2 * settings.max_num_seqs,
     }
-    group = joined()
     if group is None:
         return UserLimits(**values), ChatCount()
     shared, worker = group.folder / LIMITS_FILE, group.worker
     return SharedUserLimits(shared, worker=worker, **values), SharedChatCount(shared, worker=worker)
 
 
-_current: Runtime | None = None
-
-
 def runtime() -> Runtime:
     """The configured runtime; ``RuntimeError`` before ``configure()``."""
-    if _current is None:
+    current: Runtime | None = getattr(app.state, "runtime", None)
+    if current is None:
         raise RuntimeError("the web app is not configured: import app.py (chainlit run app.py)")
-    return _current
+    return current
+
+
+def _engine(seat: Attachment | None) -> ChatEngine:
+    """A group's worker: its seat's engine (the launcher checked the plan); else one
+    from the settings, checked here (a bad setting: one line on stderr, exit 2)."""
+    if seat is not None:
+        return ChatEngine(seat.plan, seat)
+    try:
+        return ChatEngine.from_settings(load_settings())
+    except SettingsError as exc:  # one line naming the setting, then stop
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def configure(
     *,
     resume: Callable[[ThreadDict], Awaitable[None]],
     reconnected: Callable[[], Awaitable[None]],
+    seat: Attachment | None = None,
 ) -> Runtime:
-    """Build the engine from the settings and register sign-in, history and routes;
-    idempotent (``chainlit run -w`` imports app.py again: the engine stays one)."""
-    global _current
+    """Build the engine and register sign-in, history and routes; idempotent
+    (``chainlit run -w`` imports app.py again: the engine stays one)."""
     os.umask(0o077)  # the history, the logs, the caches: the app's user's alone
     # ``chainlit run``'s uvicorn would take X-Forwarded-For from any local client as the
     # visitor's address; who a visitor is, is chat.access.peers' to say (serve.web turns
@@ -108,28 +124,32 @@ def configure(
     # Chainlit sleeps 1 ms, blocking, in every Message and Step it builds (see compat).
     drop_blocking_sleep("chainlit.message", "chainlit.step")
     private_files_folder()  # not beside the code: the code's folder is read-only
-    try:
-        engine = ChatEngine.shared()
-    except SettingsError as exc:  # one line naming the setting, then stop
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    settings = engine.settings
-    if _current is None or _current.engine is not engine:
-        limits, chats = _limits(settings)
-        signed_in = sign_in.register(settings)
-        # Without sign-in no one owns a chat, so none is kept.
-        url = settings.history_url if signed_in else None
-        if url is not None:
-            history.register(url, resume)
-        _current = Runtime(engine, limits, url, _seal(), proxy_trust(settings))
-        if not signed_in:  # signed-in users are accountable; anonymous addresses capped
-            sessions.register(_current.trust, settings.max_chats_per_address, chats)
-    trust = _current.trust
+    current: Runtime | None = getattr(app.state, "runtime", None)
+    if current is None:
+        current = app.state.runtime = _build(_engine(seat), seat, resume)
+    engine, settings, trust = current.engine, current.engine.settings, current.trust
     arrival.register(on_reconnect=reconnected)
-    admission.register(admission.Admission(engine.check_message, _current.limits, trust))
+    admission.register(admission.Admission(engine.check_message, current.limits, trust))
     origins.register(settings.origin_list)
     hosts = AllowedHosts.of(str(config.run.host), settings.allowed_host_list)
     guards.register(trust, hosts, settings.max_message_chars, settings.socket_timeout_s)
     token = settings.ops_token.get_secret_value().encode() if settings.ops_token else None
     routes.register(engine, token, trust)
-    return _current
+    return current
+
+
+def _build(
+    engine: ChatEngine, seat: Attachment | None, resume: Callable[[ThreadDict], Awaitable[None]]
+) -> Runtime:
+    """The runtime around a new engine: its limits, sign-in and history registered."""
+    settings = engine.settings
+    limits, chats = _limits(settings, seat)
+    signed_in = sign_in.register(settings)
+    # Without sign-in no one owns a chat, so none is kept.
+    url = settings.history_url if signed_in else None
+    if url is not None:
+        history.register(url, resume)
+    built = Runtime(engine, limits, url, _seal(), proxy_trust(settings))
+    if not signed_in:  # signed-in users are accountable; anonymous addresses capped
+        sessions.register(built.trust, settings.max_chats_per_address, chats)
+    return built

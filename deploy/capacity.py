@@ -14,6 +14,7 @@ from typing import Any
 from .plan import Plan
 from .settings import env_name
 from .sizing import GiB
+from .vllm_internals import attention_backend
 
 __all__ = ["TYPICAL_CHAT_TOKENS", "CapacityReport", "capacity_report"]
 
@@ -113,18 +114,11 @@ def _weights_bytes(model: str, revision: str | None, dtype_bytes: int) -> int | 
 
 def _attention_backend(vllm_config: Any, head_size: int) -> str | None:
     """The attention backend vLLM selects for this config, asked the way its layers ask."""
-    from vllm.config import set_current_vllm_config
-    from vllm.v1.attention.selector import get_attn_backend
-
     try:
-        with set_current_vllm_config(vllm_config):
-            backend = get_attn_backend(
-                head_size, vllm_config.model_config.dtype, vllm_config.cache_config.cache_dtype
-            )
+        return attention_backend(vllm_config, head_size)
     except (TypeError, ValueError, NotImplementedError) as exc:  # another vLLM's signature
         logger.warning("attention backend unknown: %s", exc)
         return None
-    return str(backend.get_name())
 
 
 def capacity_report(vllm_config: Any, plan: Plan) -> CapacityReport:

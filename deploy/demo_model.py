@@ -154,6 +154,7 @@ def _save_model(
 ) -> None:
     import torch
     from transformers import Ernie4_5Config, Ernie4_5ForCausalLM, GenerationConfig
+    from transformers.utils import logging as hf_logging
 
     torch.manual_seed(seed)
     config = Ernie4_5Config(
@@ -176,6 +177,7 @@ def _save_model(
     if chain is not None:
         _script(model, chain)
     model = model.to(torch.bfloat16)  # type: ignore[arg-type]
+    hf_logging.disable_progress_bar()  # one tiny shard: a bar would be noise on the console
     model.save_pretrained(path)
     GenerationConfig(  # type: ignore[no-untyped-call]
         do_sample=True,

@@ -30,6 +30,8 @@ def build_engine_args(plan: Plan) -> AsyncEngineArgs:
         "max_num_seqs": cores.max_num_seqs,
         "enforce_eager": eager if eager is not None else cpu,
         "load_format": settings.load_format,
+        # The console shows the app's lines: loading is reported as the engine's state.
+        "use_tqdm_on_load": False,
     }
     optional = {
         "block_size": settings.block_size,

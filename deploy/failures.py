@@ -13,6 +13,7 @@ import re
 
 from .settings import Settings, env_name
 from .sizing import kv_gib_that_fits, share_that_fits
+from .vllm_internals import KV_NOT_FREE, KV_TOO_SMALL, NO_CACHE_MEMORY, NOT_FREE
 
 __all__ = ["describe_failure", "hub_unreachable"]
 
@@ -26,21 +27,6 @@ _HUB_SIGNS = (
     "localentrynotfound",
     "repository not found",
 )
-_NUMBER = r"(-?[\d.]+)"
-_KV_TOO_SMALL = re.compile(
-    rf"max seq len \((\d+)\), \({_NUMBER} GiB KV cache is needed, which is larger than the "
-    rf"available KV cache memory \({_NUMBER} GiB\)\.(?: Based on the available memory, the "
-    r"estimated maximum model length is (\d+)\.)?"
-)
-_NOT_FREE = re.compile(
-    rf"\({_NUMBER}/{_NUMBER} GiB\) on startup is less than desired (?:GPU|CPU) memory "
-    rf"utilization \({_NUMBER}, {_NUMBER} GiB\)"
-)
-_KV_NOT_FREE = re.compile(
-    rf"\({_NUMBER}/{_NUMBER} GiB\) on kv cache allocation is less than requested memory "
-    rf"for kv \({_NUMBER}(?:/{_NUMBER})? GiB\)"
-)
-_NO_CACHE_MEMORY = "No available memory for the cache blocks"
 _OUT_OF_MEMORY = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
 
 
@@ -78,7 +64,7 @@ def _is_hub_failure(exc: BaseException) -> bool:
 def _translate(cause: str, settings: Settings, share: float) -> str | None:
     """The setting to change for a vLLM start-up failure we know, with numbers; else None."""
     share_name = env_name("gpu_memory_utilization")
-    if match := _KV_TOO_SMALL.search(cause):
+    if match := KV_TOO_SMALL.search(cause):
         length, needed, available, estimate = match.groups()
         fix = (
             f"use at most {estimate} (the most that fits)"
@@ -90,18 +76,18 @@ def _translate(cause: str, settings: Settings, share: float) -> str | None:
             f"{needed} GiB of KV cache, but {available} GiB is left for it at {share_name}="
             f"{share}; {fix}, or give vLLM more memory"
         )
-    if _NO_CACHE_MEMORY in cause:
+    if NO_CACHE_MEMORY in cause:
         return (
             f"{share_name}={share}: the weights and activations take all of it, nothing is "
             f"left for the KV cache; raise it, for example to {min(0.95, round(share + 0.1, 2))}"
         )
-    if match := _NOT_FREE.search(cause):
+    if match := NOT_FREE.search(cause):
         free, total, _, wanted = map(float, match.groups())
         return (
             f"{share_name}={share}: {wanted} GiB wanted but only {free} of {total} GiB is "
             f"free; use {share_that_fits(free, total)}, or stop what else uses the memory"
         )
-    if match := _KV_NOT_FREE.search(cause):
+    if match := KV_NOT_FREE.search(cause):
         free, total, kv = map(float, match.groups()[:3])
         if settings.kv_cache_gb is not None:
             return (

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .sizing import GiB
+from .vllm_internals import cpu_memory_node
+from .vllm_internals import nvml as vllm_nvml
 
 __all__ = ["MIN_BF16_CAPABILITY", "Gpu", "Hardware", "driver_problem"]
 
@@ -60,11 +62,9 @@ class Hardware:
 
         if current_platform.is_cpu():
             # The memory node vLLM's CPU worker reserves from, read the way it reads it.
-            from vllm.utils.cpu_resource_utils import get_memory_node_info
-
-            node = get_memory_node_info(0)
+            total, available = cpu_memory_node()
             dtypes = tuple(str(d).removeprefix("torch.") for d in current_platform.supported_dtypes)
-            return cls("cpu", (), node.total_memory, node.available_memory, dtypes)
+            return cls("cpu", (), total, available, dtypes)
         memory = psutil.virtual_memory()
         gpus = tuple(
             _probe_gpu(current_platform, i) for i in range(current_platform.device_count())
@@ -98,9 +98,7 @@ def driver_problem(driver: str | None, cuda: str | None) -> str | None:
 
 
 def _driver_version() -> str | None:
-    from vllm.third_party import pynvml
-
-    nvml: Any = pynvml
+    nvml = vllm_nvml()
     nvml.nvmlInit()
     try:
         version = nvml.nvmlSystemGetDriverVersion()
@@ -110,9 +108,7 @@ def _driver_version() -> str | None:
 
 
 def _probe_gpu(platform: Any, index: int) -> Gpu:
-    from vllm.third_party import pynvml  # vLLM's own copy: no CUDA context
-
-    nvml: Any = pynvml
+    nvml = vllm_nvml()
     capability = platform.get_device_capability(index)
     nvml.nvmlInit()
     try:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .prompt import Turn
     from .replies import ChatEngine, new_request_id
     from .sampling import ChatOptions
-    from .shared_core import joined
+    from .shared_core import Attachment
     from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk
     from .supervisor import EngineState, EngineStatus
 
@@ -45,13 +45,14 @@ _SOURCES = {
     "prompt": ["Turn"],
     "replies": ["ChatEngine", "new_request_id"],
     "sampling": ["ChatOptions"],
-    "shared_core": ["joined"],
+    "shared_core": ["Attachment"],
     "stream": ["ReplyEnd", "ReplyStats", "StreamEvent", "TextChunk"],
     "supervisor": ["EngineState", "EngineStatus"],
 }
 _MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
 
 __all__ = [
+    "Attachment",
     "Backend",
     "BackendDeadError",
     "BackendStartError",
@@ -71,7 +72,6 @@ __all__ = [
     "StreamEvent",
     "TextChunk",
     "Turn",
-    "joined",
     "new_request_id",
 ]
 

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
     from deploy.plan import Plan
 
+    from .shared_core import Attachment
+
 __all__ = [
     "Backend",
     "BackendDeadError",
@@ -115,17 +117,17 @@ class Backend(Protocol):
         """Stop the engine (or the connections) and free what it holds; idempotent."""
 
 
-async def open_backend(plan: Plan) -> Backend:
-    """The backend the settings name (``ERNIE_ENGINE``), started and ready to generate."""
+async def open_backend(plan: Plan, seat: Attachment | None = None) -> Backend:
+    """The backend the settings name (``ERNIE_ENGINE``), started and ready to generate;
+    with ``seat``, a client of the group's shared engine core (``ERNIE_WORKERS``)."""
     if plan.settings.engine == "remote":
         from .remote import RemoteBackend
 
         return await RemoteBackend.connect(plan.settings)
     from .local import LocalBackend
-    from .shared_core import attach, joined
+    from .shared_core import attach
 
-    group = joined()
-    if group is not None and group.core is not None:  # a front end (``ERNIE_WORKERS``)
-        core, index = group.core, group.index
+    if seat is not None and seat.core is not None:
+        core, index = seat.core, seat.index
         return await LocalBackend.start(plan, build=lambda: attach(core, index))
     return await LocalBackend.start(plan)

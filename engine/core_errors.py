@@ -9,7 +9,6 @@ read back (and ``deploy.failures`` can translate it into the setting to change).
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import logging
 import os
@@ -17,6 +16,9 @@ import re
 import signal
 from pathlib import Path
 from typing import Any
+
+from deploy.vllm_internals import ended_processes as vllm_ended_processes
+from deploy.vllm_internals import logging_config
 
 __all__ = ["CoreErrorLog", "ended_processes", "exit_reason"]
 
@@ -42,16 +44,14 @@ class CoreErrorLog:
         self._previous: str | None = None
 
     def __enter__(self) -> CoreErrorLog:
-        from vllm import envs
-        from vllm.logger import DEFAULT_LOGGING_CONFIG
-
-        if not envs.VLLM_CONFIGURE_LOGGING:
+        default = logging_config()
+        if default is None:  # VLLM_CONFIGURE_LOGGING=0: vLLM logs as the app says
             return self
         self._previous = os.environ.get("VLLM_LOGGING_CONFIG_PATH")
         if self._previous:  # the console's (deploy.console) or an operator's: extended
             config = json.loads(Path(self._previous).read_text(encoding="utf-8"))
         else:
-            config = copy.deepcopy(DEFAULT_LOGGING_CONFIG)
+            config = default
         config.setdefault("formatters", {})["errors_only"] = {"format": "%(message)s"}
         config.setdefault("handlers", {})["errors_file"] = {
             "class": "logging.FileHandler",
@@ -111,12 +111,7 @@ class CoreErrorLog:
 def ended_processes(llm: Any) -> str | None:
     """How vLLM's engine processes ended ("EngineCore_DP0 killed by SIGKILL"), as far as
     vLLM's process manager knows; None when it does not say (other vLLM versions)."""
-    core = getattr(llm, "engine_core", None)
-    manager = getattr(getattr(core, "resources", None), "engine_manager", None)
-    try:
-        codes: dict[str, int] = manager.finished_procs()  # type: ignore[union-attr]
-    except Exception:  # an internal API: best effort only
-        return None
+    codes = vllm_ended_processes(llm) or {}
     return ", ".join(f"{name} {exit_reason(code)}" for name, code in codes.items()) or None
 
 

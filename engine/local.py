@@ -14,7 +14,6 @@ import shutil
 import tempfile
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
-from typing import Any
 
 from vllm import SamplingParams
 from vllm.inputs import TokensPrompt
@@ -26,14 +25,17 @@ from deploy.capacity import CapacityReport, capacity_report
 from deploy.engine_args import build_engine_args
 from deploy.failures import describe_failure
 from deploy.plan import Plan
+from deploy.vllm_internals import shut_down, unfinished_requests
 
 from .backend import BackendDeadError, BackendStartError
 from .core_errors import CoreErrorLog, ended_processes
 from .errors import GenerationError
 
-__all__ = ["LocalBackend", "shut_down"]
+__all__ = ["LocalBackend"]
 
 logger = logging.getLogger(__name__)
+
+SHUTDOWN_S = 15.0  # the engine core's teardown (a CPU worker takes about 4 s) before a kill
 
 
 class LocalBackend:
@@ -61,7 +63,7 @@ class LocalBackend:
         except Exception as exc:
             reason = _describe(exc, plan, errors)
             if llm is not None:
-                llm.shutdown()
+                await shut_down(llm, SHUTDOWN_S)
             _remove(errors)
             raise BackendStartError(reason) from exc
         return cls(llm, errors, capacity)
@@ -85,8 +87,7 @@ class LocalBackend:
 
     @property
     def running(self) -> int:
-        processor: Any = self.llm.output_processor
-        return int(processor.get_num_unfinished_requests())
+        return unfinished_requests(self.llm)
 
     @property
     def errored(self) -> bool:
@@ -100,18 +101,8 @@ class LocalBackend:
         return "; ".join(known) or None
 
     async def close(self) -> None:
-        await shut_down(self.llm)
+        await shut_down(self.llm, SHUTDOWN_S)
         _remove(self._errors)
-
-
-async def shut_down(llm: AsyncLLM) -> None:
-    """vLLM's shutdown, quietly: it ends the core before it cancels the output handler,
-    which then logs the core's end as a failure, with a traceback, on a clean stop."""
-    handler: asyncio.Task[None] | None = getattr(llm, "output_handler", None)
-    if handler is not None:
-        handler.cancel()
-        await asyncio.wait({handler})
-    await asyncio.to_thread(llm.shutdown)
 
 
 def _describe(exc: Exception, plan: Plan, errors: CoreErrorLog) -> str:

@@ -23,14 +23,13 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from vllm import SamplingParams
 
 from deploy.plan import Plan
 from deploy.preflight import preflight
 from deploy.settings import Settings
-from deploy.settings_loader import load_settings
 from deploy.system_prompts import resolve_system_prompt
 
 from .backend import BackendDeadError
@@ -39,9 +38,11 @@ from .errors import GenerationError, MessageRefusedError
 from .message_check import check_message
 from .prompt import Prompt, PromptBuilder, Turn
 from .sampling import ChatOptions, build_sampling_params
-from .shared_core import joined
 from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk, TokenBuffer
 from .supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from .shared_core import Attachment
 
 __all__ = ["ChatEngine", "new_request_id"]
 
@@ -55,10 +56,8 @@ def new_request_id() -> str:
 class ChatEngine(Supervisor):
     """The engine a chat talks to: its life cycle, and replies to messages."""
 
-    _shared: ClassVar[ChatEngine | None] = None
-
-    def __init__(self, plan: Plan) -> None:
-        super().__init__(plan)
+    def __init__(self, plan: Plan, seat: Attachment | None = None) -> None:
+        super().__init__(plan, seat)
         self._prompts: PromptBuilder | None = None
 
     @classmethod
@@ -66,20 +65,6 @@ class ChatEngine(Supervisor):
         """Check the settings against the model and the machine (SettingsError if wrong);
         the engine runs in this process: one core."""
         return cls(preflight(settings).alone())
-
-    @classmethod
-    def shared(cls) -> ChatEngine:
-        """The process's engine: created from the settings on first use, then reused
-        (a reloaded app module, as under ``chainlit run -w``, gets the same one)."""
-        if ChatEngine._shared is None:
-            group = joined()  # a front end of a group: the launcher checked the plan
-            ChatEngine._shared = cls(group.plan) if group else cls.from_settings(load_settings())
-        return ChatEngine._shared
-
-    async def shutdown(self) -> None:
-        await super().shutdown()
-        if ChatEngine._shared is self:
-            ChatEngine._shared = None
 
     def check_message(self, text: str) -> str:
         """``text`` cleaned for the prompt; ``MessageRefusedError`` if empty or too long.

@@ -2,11 +2,10 @@
 
 Usage::
 
-    supervisor = Supervisor(plan)        # nothing loads yet (plan: deploy.preflight)
+    supervisor = Supervisor(plan, seat)  # nothing loads yet (seat: a group's worker's core)
     supervisor.start()                   # tokenizer, backend, warm-up, in the background
     supervisor.status()                  # loading (with seconds) / ready / restarting / failed
-    await supervisor.wait_ready()
-    supervisor.backend, supervisor.model, supervisor.capacity
+    await supervisor.wait_ready()        # then .backend, .model, .capacity
     await supervisor.shutdown()
 
 A backend that dies (a reply sees ``BackendDeadError``, or the watchdog sees it
@@ -44,6 +43,8 @@ from .sampling import ChatOptions, build_sampling_params
 if TYPE_CHECKING:
     from vllm import SamplingParams
 
+    from .shared_core import Attachment
+
 __all__ = ["EngineState", "EngineStatus", "Supervisor"]
 
 logger = logging.getLogger(__name__)
@@ -74,8 +75,9 @@ class EngineStatus:
 class Supervisor:
     """One backend at a time, kept alive; what a chat needs to know about its state."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, seat: Attachment | None = None) -> None:
         self.plan = plan
+        self.seat = seat  # a group's front end: its place on a shared engine core
         self.settings = plan.settings  # with profile values fitted to the model
         self._state = EngineState.NEW
         self._reason: str | None = None
@@ -198,7 +200,7 @@ class Supervisor:
 
     async def _open(self) -> None:
         """A new backend, its capacity in the log, and its warm-up."""
-        self._backend = await open_backend(self.plan)
+        self._backend = await open_backend(self.plan, self.seat)
         for line in self._backend.capacity.lines():
             logger.info("capacity: %s", line)
         if self.settings.warmup:

@@ -32,7 +32,8 @@ command -v "$python" >/dev/null 2>&1 || python=python3
 stamp=".venv/.installed-$kind-$(sha256sum "$lock" | cut -c1-16)"
 if [[ ! -f "$stamp" ]]; then
   echo "setup: installing $lock into .venv (about a minute the first time)"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check uv==0.13.9
+  # -qq: pip's warnings about the machine's own pip settings are not the app's to show
+  .venv/bin/python -m pip install -qq --disable-pip-version-check uv==0.13.9
   [[ -z "${PIP_INDEX_URL:-}" ]] || export UV_DEFAULT_INDEX="$PIP_INDEX_URL"
   [[ -z "${PIP_EXTRA_INDEX_URL:-}" ]] || export UV_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL"
   [[ -z "${PIP_FIND_LINKS:-}" ]] || export UV_FIND_LINKS="$PIP_FIND_LINKS"

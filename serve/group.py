@@ -42,7 +42,7 @@ from setproctitle import setproctitle
 from chat.access.shared_limits import LIMITS_FILE, forget
 from deploy.plan import Plan
 from engine.download import Download, DownloadError, fetch_model
-from engine.shared_core import SharedCore, join, launch_shared_core
+from engine.shared_core import Attachment, SharedCore, launch_shared_core
 
 from .proxy import Forwarding, Proxy
 from .units import METRICS_DIR, Slot, Unit, Worker, visible_devices
@@ -70,8 +70,8 @@ def run_worker(
     configure_logging(plan.settings)
     if slot.index > 0:  # its core's first worker reports the capacity, warm-up and ready
         logging.getLogger("engine.supervisor").setLevel(logging.WARNING)
-    join(plan, core, slot.index, folder, worker=slot.number)
-    serve_app(plan.settings, ("127.0.0.1", slot.port), public_host=public_host)
+    seat = Attachment(plan, core, slot.index, folder, worker=slot.number)
+    serve_app(plan.settings, ("127.0.0.1", slot.port), public_host=public_host, seat=seat)
 
 
 class Group:

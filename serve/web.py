@@ -1,8 +1,9 @@
 """Chainlit's web app under uvicorn with uvloop: what ``chainlit run app.py`` does, less
 two costs on every await of every chat. ``chainlit run`` applies nest_asyncio (which
 swaps asyncio's C tasks and futures for pure-Python ones) and keeps asyncio's own loop;
-this module does neither. Chainlit's app is loaded the same way, so the handlers, the
-routes and the settings are the ones ``chainlit run`` gets.
+this module does neither. The app is opened the way ``app.py`` opens it
+(``chat.open_app``), so the handlers, the routes and the settings are the ones
+``chainlit run`` gets; a group's worker hands it its seat on the engine core.
 
 uvicorn's proxy-headers rewrite is off: it would take ``X-Forwarded-For`` from any local
 client as the visitor's address, and who a visitor is, is ``chat.access.peers``' to say. Its
@@ -11,7 +12,7 @@ websocket reads frames no larger than the longest message needs (``chat.access.g
 Usage::
 
     serve_app(settings, ("127.0.0.1", 8000))    # blocks until SIGINT or SIGTERM
-    serve_app(settings, ("127.0.0.1", 8101), public_host="0.0.0.0")   # a group's worker
+    serve_app(settings, ("127.0.0.1", 8101), public_host="0.0.0.0", seat=seat)  # a worker
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ from __future__ import annotations
 import os
 import resource
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvicorn
 
 from deploy import console
 from deploy.settings import Settings
+
+if TYPE_CHECKING:
+    from engine import Attachment
 
 __all__ = ["APP", "raise_open_files", "serve_app"]
 
@@ -33,17 +38,19 @@ APP = Path(__file__).resolve().parent.parent / "app.py"
 DEFLATE = "UVICORN_WS_PER_MESSAGE_DEFLATE"
 
 
-def _load_chainlit_app(public_host: str) -> object:
-    """Chainlit's ASGI app with ``app.py`` loaded into it (as ``chainlit run`` does);
+def _load_chainlit_app(public_host: str, seat: Attachment | None) -> object:
+    """Chainlit's ASGI app with the chat app opened in it (as ``app.py`` does);
     ``public_host``: the address browsers reach it by (the allowed hosts follow it)."""
     from chainlit.auth import ensure_jwt_secret
-    from chainlit.config import config, load_module
+    from chainlit.config import config
     from chainlit.server import app
+
+    from chat import open_app
 
     config.run.headless = True  # no browser opened on the server
     config.run.host = public_host
     config.run.module_name = str(APP)
-    load_module(config.run.module_name)
+    open_app(seat)
     ensure_jwt_secret()  # type: ignore[no-untyped-call]
     return app
 
@@ -63,13 +70,20 @@ def configure_logging(settings: Settings) -> Path:
     return console.configure(settings.log_level, settings.log_format, settings.log_file)
 
 
-def serve_app(settings: Settings, bind: tuple[str, int], *, public_host: str | None = None) -> None:
-    """Serve the chat app on ``bind`` until SIGINT or SIGTERM."""
+def serve_app(
+    settings: Settings,
+    bind: tuple[str, int],
+    *,
+    public_host: str | None = None,
+    seat: Attachment | None = None,
+) -> None:
+    """Serve the chat app on ``bind`` until SIGINT or SIGTERM; ``seat``: a group's worker's
+    place on its engine core (None: the engine runs in this process)."""
     from chat.access.guards import frame_bytes
 
     host, port = bind
     os.chdir(APP.parent)  # Chainlit reads .chainlit/ and chainlit.md from here
-    app = _load_chainlit_app(public_host or host)
+    app = _load_chainlit_app(public_host or host, seat)
     deflate = os.environ.get(DEFLATE, "false").lower() in {"1", "true", "yes"}
     uvicorn.run(
         app,  # type: ignore[arg-type]

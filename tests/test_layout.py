@@ -86,3 +86,30 @@ def test_unknown_names_raise_attribute_error() -> None:
     assert not hasattr(engine, "no_such_name")
     with pytest.raises(AttributeError):
         _ = engine.no_such_name  # type: ignore[attr-defined]
+
+
+# vLLM's public API, which the app may use anywhere below chat/; every other vLLM module
+# is an internal, touched only in deploy/vllm_internals.py (one place to read on upgrade).
+VLLM_PUBLIC = {
+    "vllm",  # SamplingParams
+    "vllm.config",  # VllmConfig (types only)
+    "vllm.engine.arg_utils",  # AsyncEngineArgs
+    "vllm.inputs",
+    "vllm.outputs",
+    "vllm.platforms",  # current_platform
+    "vllm.sampling_params",
+    "vllm.v1.engine.async_llm",  # AsyncLLM
+    "vllm.v1.engine.exceptions",  # EngineDeadError, EngineGenerateError
+}
+
+
+def test_vllm_internals_are_touched_in_one_module() -> None:
+    door = ROOT / "deploy" / "vllm_internals.py"
+    for path in modules("deploy", "engine", "chat", "serve"):
+        if path == door:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                module = node.module
+                if module.split(".")[0] == "vllm":
+                    assert module in VLLM_PUBLIC, f"{path.relative_to(ROOT)}: {module}"
