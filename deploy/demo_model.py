@@ -177,7 +177,7 @@ def _save_model(
     if chain is not None:
         _script(model, chain)
     model = model.to(torch.bfloat16)  # type: ignore[arg-type]
-    hf_logging.disable_progress_bar()  # one tiny shard: a bar would be noise on the console
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # one tiny shard
     model.save_pretrained(path)
     GenerationConfig(  # type: ignore[no-untyped-call]
         do_sample=True,

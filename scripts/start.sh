@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."  # Chainlit reads .chainlit/ and chainlit.md from here
 
 # The first line names the log (ERNIE_LOG_FILE, from the environment or the settings file).
-log="${ERNIE_LOG_FILE:-$(sed -n 's/^ERNIE_LOG_FILE=//p' "${ERNIE_ENV_FILE:-.env}" 2>/dev/null | tail -1)}"
+log="${ERNIE_LOG_FILE:-$(sed -n 's/^ERNIE_LOG_FILE=//p' "${ERNIE_ENV_FILE:-.env}" 2>/dev/null | tail -n1 || true)}"
 echo "start: set-up, then the app on its port; the full log: ${log:-logs/ernie-chat.log}"
 bash scripts/setup.sh
 if [[ "${1:-}" == "--demo" ]]; then
