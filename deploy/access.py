@@ -63,7 +63,8 @@ class AccessSettings(RecordedSettings):
     )
     ops_token: SecretStr | None = Field(
         None,
-        description="Bearer token /metrics and the detail of /readyz need; unset: open.",
+        description="Bearer token /metrics and the detail of /readyz need; unset: only the "
+        "machine itself (a loopback client) sees them.",
     )
     history_url: str | None = Field(
         "sqlite:///history.db",

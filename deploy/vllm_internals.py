@@ -6,7 +6,8 @@ each with a contract test (``tests/deploy/test_vllm_internals.py``) that fails n
 vLLM version and the internal that moved:
 
 1. several front ends on one engine core, as ``vllm serve --api-server-count N`` does
-   (``shared_core_config``, ``launch_core``, ``attach_client``, ``core_processes``);
+   (``shared_core_config``, ``launch_core``, ``attach_client``, ``core_processes``,
+   ``stop_core``);
 2. a running ``AsyncLLM``'s parts (``unfinished_requests``, ``ended_processes``,
    ``shut_down``);
 3. vLLM's logging config (``logging_config``), its attention backend choice
@@ -52,6 +53,7 @@ __all__ = [
     "nvml",
     "shared_core_config",
     "shut_down",
+    "stop_core",
     "unfinished_requests",
     "vllm_version",
 ]
@@ -118,6 +120,14 @@ def attach_client(
 def core_processes(manager: Any) -> list[BaseProcess]:
     """The engine core processes a launcher's process manager holds."""
     return list(getattr(manager, "processes", ()))
+
+
+def stop_core(manager: Any, timeout_s: float) -> None:
+    """End a launcher's engine core, waiting ``timeout_s`` for its teardown before a kill."""
+    if "timeout" in inspect.signature(manager.shutdown).parameters:  # vLLM 0.29
+        manager.shutdown(timeout=timeout_s)
+    else:
+        manager.shutdown()
 
 
 # --- 2. a running AsyncLLM ----------------------------------------------------------------

@@ -30,12 +30,11 @@ from deploy.vllm_internals import shut_down, unfinished_requests
 from .backend import BackendDeadError, BackendStartError
 from .core_errors import CoreErrorLog, ended_processes
 from .errors import GenerationError
+from .shared_core import SHUTDOWN_S
 
 __all__ = ["LocalBackend"]
 
 logger = logging.getLogger(__name__)
-
-SHUTDOWN_S = 15.0  # the engine core's teardown (a CPU worker takes about 4 s) before a kill
 
 
 class LocalBackend:

@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deploy.engine_args import build_engine_args
-from deploy.vllm_internals import attach_client, core_processes, launch_core, shared_core_config
+from deploy.vllm_internals import (
+    attach_client,
+    core_processes,
+    launch_core,
+    shared_core_config,
+    stop_core,
+)
 
 from .core_errors import exit_reason
 
@@ -42,6 +48,8 @@ if TYPE_CHECKING:
     from deploy.plan import Plan
 
 __all__ = ["Attachment", "SharedCore", "attach", "launch_shared_core"]
+
+SHUTDOWN_S = 15.0  # the core's teardown (a CPU worker takes about 4 s) before a kill
 
 
 @dataclass
@@ -74,7 +82,7 @@ class SharedCore:
 
     def shutdown(self) -> None:
         if self.manager is not None:
-            self.manager.shutdown()
+            stop_core(self.manager, SHUTDOWN_S)
             self.manager = None
 
 

@@ -88,7 +88,12 @@ def test_shutdown_takes_a_timeout_for_the_cores_teardown() -> None:
 
     if vllm_version().startswith("0.26"):
         pytest.skip("vLLM 0.26's shutdown takes no timeout: its core gets vLLM's own 5 s")
+    from vllm.v1.engine.utils import CoreEngineProcManager
+
     assert "timeout" in parameters(AsyncLLM.shutdown), moved("AsyncLLM.shutdown", "no timeout")
+    assert "timeout" in parameters(CoreEngineProcManager.shutdown), moved(
+        "CoreEngineProcManager.shutdown", "no timeout"
+    )
 
 
 def test_vllms_logging_config_is_a_dict_config_with_a_vllm_logger() -> None:
