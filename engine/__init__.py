@@ -14,8 +14,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .backend import Backend, BackendDeadError, BackendStartError
+    from .backend import Backend
     from .errors import (
+        BackendDeadError,
+        BackendStartError,
         EngineError,
         EngineFailedError,
         EngineNotReadyError,
@@ -32,8 +34,10 @@ if TYPE_CHECKING:
     from .supervisor import EngineState, EngineStatus
 
 _SOURCES = {
-    "backend": ["Backend", "BackendDeadError", "BackendStartError"],
+    "backend": ["Backend"],
     "errors": [
+        "BackendDeadError",
+        "BackendStartError",
         "EngineError",
         "EngineFailedError",
         "EngineNotReadyError",

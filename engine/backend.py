@@ -23,8 +23,6 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import EngineError
-
 if TYPE_CHECKING:
     from vllm import SamplingParams
 
@@ -34,25 +32,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Backend",
-    "BackendDeadError",
-    "BackendStartError",
     "Completion",
     "Output",
     "Report",
     "open_backend",
 ]
-
-
-class BackendStartError(EngineError):
-    """The backend could not start; the message is one line with the fix."""
-
-
-class BackendDeadError(EngineError):
-    """The backend's engine died while answering; ``cause`` says how, when known."""
-
-    def __init__(self, cause: str | None) -> None:
-        self.cause = cause
-        super().__init__(f"the engine died: {cause or 'unknown cause'}")
 
 
 class Completion(Protocol):

@@ -7,8 +7,8 @@
      ├── GenerationError        one reply failed; the engine keeps working (retryable)
      ├── PromptTooLongError     the newest message alone does not fit (user-fixable)
      ├── MessageRefusedError    the message is empty or over a set limit (user-fixable)
-     ├── BackendStartError      the backend could not start (engine.backend; one line)
-     └── BackendDeadError       the backend's engine died while answering (engine.backend)
+     ├── BackendStartError      the backend could not start (one line)
+     └── BackendDeadError       the backend's engine died while answering
 
 vLLM's and httpx's own exceptions are translated to these at one boundary, in each
 backend (``engine.local``, ``engine.remote``), raised ``from`` the original so the log
@@ -20,6 +20,8 @@ from __future__ import annotations
 from typing import Literal
 
 __all__ = [
+    "BackendDeadError",
+    "BackendStartError",
     "EngineError",
     "EngineFailedError",
     "EngineNotReadyError",
@@ -88,3 +90,15 @@ class MessageRefusedError(EngineError):
         self.size = size
         self.limit = limit
         super().__init__(f"message refused ({reason}): {size}, limit {limit}")
+
+
+class BackendStartError(EngineError):
+    """The backend could not start; the message is one line with the fix."""
+
+
+class BackendDeadError(EngineError):
+    """The backend's engine died while answering; ``cause`` says how, when known."""
+
+    def __init__(self, cause: str | None) -> None:
+        self.cause = cause
+        super().__init__(f"the engine died: {cause or 'unknown cause'}")

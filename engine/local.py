@@ -27,9 +27,8 @@ from deploy.failures import describe_failure
 from deploy.plan import Plan
 from deploy.vllm_internals import shut_down, unfinished_requests
 
-from .backend import BackendDeadError, BackendStartError
 from .core_errors import CoreErrorLog, ended_processes
-from .errors import GenerationError
+from .errors import BackendDeadError, BackendStartError, GenerationError
 from .shared_core import SHUTDOWN_S
 
 __all__ = ["LocalBackend"]

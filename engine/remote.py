@@ -33,7 +33,6 @@ from vllm import SamplingParams
 from deploy.database import redact
 from deploy.settings import Settings, env_name
 
-from .backend import BackendStartError
 from .completions import (
     Collector,
     RemoteCompletion,
@@ -41,7 +40,7 @@ from .completions import (
     RemoteServerError,
     completion_body,
 )
-from .errors import GenerationError
+from .errors import BackendStartError, GenerationError
 
 __all__ = ["RemoteBackend", "RemoteReport", "RemoteServer"]
 

@@ -32,9 +32,8 @@ from deploy.preflight import preflight
 from deploy.settings import Settings
 from deploy.system_prompts import resolve_system_prompt
 
-from .backend import BackendDeadError
 from .decode import IncrementalDecoder
-from .errors import GenerationError, MessageRefusedError
+from .errors import BackendDeadError, GenerationError, MessageRefusedError
 from .message_check import check_message
 from .prompt import Prompt, PromptBuilder, Turn
 from .sampling import ChatOptions, build_sampling_params

@@ -8,9 +8,8 @@ Usage::
     await supervisor.wait_ready()        # then .backend, .model, .capacity
     await supervisor.shutdown()
 
-A backend that dies (a reply sees ``BackendDeadError``, or the watchdog sees it
-``errored``) is replaced by a new one, ``ERNIE_RESTART_TRIES`` times at most; then the
-supervisor gives up and ``wait_gave_up`` returns the reason.
+A backend that dies (a reply sees ``BackendDeadError``, or the watchdog ``errored``) is
+replaced, ``ERNIE_RESTART_TRIES`` times at most; then ``wait_gave_up`` returns the reason.
 """
 
 from __future__ import annotations
@@ -29,9 +28,10 @@ from deploy.model_info import ModelInfo, load_model_info
 from deploy.plan import Plan
 from deploy.settings import env_name
 
-from .backend import Backend, BackendStartError, Report, open_backend
+from .backend import Backend, Report, open_backend
 from .download import Download, DownloadError, fetch_model
 from .errors import (
+    BackendStartError,
     EngineError,
     EngineFailedError,
     EngineNotReadyError,
