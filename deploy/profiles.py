@@ -1,7 +1,7 @@
 """Deployment presets: the values that size an engine for one kind of use.
 
 ``ERNIE_PROFILE`` picks one; any explicit ``ERNIE_*`` value wins over its profile. The
-README's profile table says how each was measured.
+profile table in docs/operations.md says how each was measured.
 """
 
 from __future__ import annotations

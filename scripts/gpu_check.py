@@ -9,7 +9,7 @@ Usage (on a GPU host, from the repository root)::
 layers) with random weights and the demo tokenizer, so no download is needed; it runs
 in its own process so that this one never touches CUDA before the engine starts.
 
-The check imports ``app`` (Chainlit, its ``__getattr__`` guard, ``ChatEngine.shared()``)
+The check imports ``app`` (Chainlit, its ``__getattr__`` guard, ``chat.open_app()``)
 and calls the app's own startup hook: the engine is built exactly as ``chainlit run
 app.py`` builds it, in a process that has imported Chainlit (Chainlit#2499).
 """

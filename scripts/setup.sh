@@ -28,7 +28,7 @@ command -v "$python" >/dev/null 2>&1 || python=python3
 
 # Reinstall only when the lock changed since the last successful install. uv installs the
 # lock (in parallel, bytecode included): 49 s for the CPU lock here against pip's 150 s.
-# It reads no pip configuration: the README's PIP_* variables are passed on by name.
+# It reads no pip configuration: the PIP_* variables (docs/operations.md, Set-up) are passed on by name.
 stamp=".venv/.installed-$kind-$(sha256sum "$lock" | cut -c1-16)"
 if [[ ! -f "$stamp" ]]; then
   echo "setup: installing $lock into .venv (about a minute the first time)"

@@ -66,7 +66,7 @@ class Server:
     """A server process in a process group of its own (``stop`` ends the group), but not
     in a session of its own: with Linux's autogroup scheduling, a new session makes a
     scheduling group where vLLM's busy-waiting CPU engine starves the stream to the
-    clients (README, "CPU hosts"), which is not what the tests are about."""
+    clients (docs/operations.md, "CPU and GPU"), which is not what the tests are about."""
 
     url: str
     process: subprocess.Popen[bytes]
