@@ -113,3 +113,17 @@ def test_vllm_internals_are_touched_in_one_module() -> None:
                 module = node.module
                 if module.split(".")[0] == "vllm":
                     assert module in VLLM_PUBLIC, f"{path.relative_to(ROOT)}: {module}"
+
+
+def test_no_module_hands_state_through_globals() -> None:
+    """The engine reaches the app through calls (docs/architecture.md), never a global."""
+    for path in modules("deploy", "engine", "chat", "serve"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            assert not isinstance(node, ast.Global), f"{path.relative_to(ROOT)}:{node.lineno}"
+
+
+def test_chat_keeps_its_rooms() -> None:
+    """chat/ holds its handlers and set-up at the top, the rest in rooms (ui, access, history)."""
+    top = sorted(p.name for p in (ROOT / "chat").glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= 12, top
+    assert {"ui", "access", "history"} <= {p.name for p in (ROOT / "chat").iterdir() if p.is_dir()}
