@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .backend import Backend
+    from .core_errors import exit_reason
+    from .download import Download, DownloadError, fetch_model
     from .errors import (
         BackendDeadError,
         BackendStartError,
@@ -29,12 +31,14 @@ if TYPE_CHECKING:
     from .prompt import Turn
     from .replies import ChatEngine, new_request_id
     from .sampling import ChatOptions
-    from .shared_core import Attachment
+    from .shared_core import Attachment, SharedCore, launch_shared_core
     from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk
     from .supervisor import EngineState, EngineStatus
 
 _SOURCES = {
     "backend": ["Backend"],
+    "core_errors": ["exit_reason"],
+    "download": ["Download", "DownloadError", "fetch_model"],
     "errors": [
         "BackendDeadError",
         "BackendStartError",
@@ -49,7 +53,7 @@ _SOURCES = {
     "prompt": ["Turn"],
     "replies": ["ChatEngine", "new_request_id"],
     "sampling": ["ChatOptions"],
-    "shared_core": ["Attachment"],
+    "shared_core": ["Attachment", "SharedCore", "launch_shared_core"],
     "stream": ["ReplyEnd", "ReplyStats", "StreamEvent", "TextChunk"],
     "supervisor": ["EngineState", "EngineStatus"],
 }
@@ -62,6 +66,8 @@ __all__ = [
     "BackendStartError",
     "ChatEngine",
     "ChatOptions",
+    "Download",
+    "DownloadError",
     "EngineError",
     "EngineFailedError",
     "EngineNotReadyError",
@@ -73,9 +79,13 @@ __all__ = [
     "PromptTooLongError",
     "ReplyEnd",
     "ReplyStats",
+    "SharedCore",
     "StreamEvent",
     "TextChunk",
     "Turn",
+    "exit_reason",
+    "fetch_model",
+    "launch_shared_core",
     "new_request_id",
 ]
 

@@ -41,8 +41,14 @@ from setproctitle import setproctitle
 
 from chat.access.shared_limits import LIMITS_FILE, forget
 from deploy.plan import Plan
-from engine.download import Download, DownloadError, fetch_model
-from engine.shared_core import Attachment, SharedCore, launch_shared_core
+from engine import (
+    Attachment,
+    Download,
+    DownloadError,
+    SharedCore,
+    fetch_model,
+    launch_shared_core,
+)
 
 from .proxy import Forwarding, Proxy
 from .units import METRICS_DIR, Slot, Unit, Worker, visible_devices

@@ -12,8 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 
-from engine.core_errors import exit_reason
-from engine.shared_core import SharedCore
+from engine import SharedCore, exit_reason
 
 __all__ = ["METRICS_DIR", "Slot", "Unit", "Worker", "visible_devices"]
 

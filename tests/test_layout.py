@@ -127,3 +127,12 @@ def test_chat_keeps_its_rooms() -> None:
     top = sorted(p.name for p in (ROOT / "chat").glob("*.py") if p.name != "__init__.py")
     assert len(top) <= 12, top
     assert {"ui", "access", "history"} <= {p.name for p in (ROOT / "chat").iterdir() if p.is_dir()}
+
+
+@pytest.mark.parametrize("package", ["chat", "serve"])
+def test_the_engine_is_used_through_its_public_names(package: str) -> None:
+    """``engine/__init__.py`` names what the packages above may use; its modules are its own."""
+    for path in modules(package):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                assert not node.module.startswith("engine."), f"{path.relative_to(ROOT)}"
