@@ -4,7 +4,7 @@ Usage::
 
     python -m bench [--concurrency 1 16 64 256] [--reply-tokens 256] [--rounds 1]
                     [--paths engine app http [chainlit workers engines cores remote]]
-                    [--workers 4] [--engines 2] [--engine-workers 2]
+                    [--workers 4] [--engines 2] [--engine-workers 2 [4 ...]]
                     [--replicas 1] [--api-servers 1] [--vllm-url URL] [--out artifacts/bench]
     python -m bench --paths engine cores engines app --rate [R ...] [--duration-s 20]
                     [--turns 2] [--think-s 2] [--reply-median 256] [--reply-max 1024]
@@ -16,7 +16,8 @@ The model and engine settings are the app's (``ERNIE_*``, ``.env``). Prints a ta
 the ratios, and writes ``bench.json`` and ``bench.png`` into ``--out``. The paths named
 only on request: ``chainlit`` (the app under ``chainlit run``, the developers' command),
 ``workers`` (``ERNIE_WORKERS=--workers`` behind HAProxy), ``engines`` (``ERNIE_ENGINES=
---engines`` cores with ``--engine-workers`` workers each), ``cores`` (``--engines`` bare
+--engines`` cores with ``--engine-workers`` workers each; more counts add ``engines-wN``
+paths, in the same run), ``cores`` (``--engines`` bare
 engines at once, their ceiling: ``bench.cores``), ``remote`` (``--replicas`` apps with
 ``ERNIE_ENGINE=remote`` on one ``vllm serve --api-server-count --api-servers``).
 CPU is counted for every serving process: the app's tree, the group's, vLLM's server.
@@ -88,7 +89,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=4, help="the workers path's group")
     parser.add_argument("--engines", type=int, default=2, help="the engines and cores paths' cores")
     parser.add_argument(
-        "--engine-workers", type=int, default=2, help="the engines path's workers per core"
+        "--engine-workers",
+        type=int,
+        nargs="+",
+        default=[2],
+        help="the engines path's workers per core; more counts add engines-wN paths",
     )
     parser.add_argument(
         "--replicas", type=int, default=1, help="app processes on the remote path's server"
@@ -153,9 +158,11 @@ async def _path(
     group: dict[str, str] = {}
     if path == "workers":
         group = {"ERNIE_WORKERS": str(args.workers)}
-    elif path == "engines":
-        group = {"ERNIE_ENGINES": str(args.engines), "ERNIE_WORKERS": str(args.engine_workers)}
-    if path in ("app", "chainlit", "workers", "engines"):
+    elif path.startswith("engines"):
+        own = path.removeprefix("engines-w")  # engines-wN: N workers a core
+        workers = args.engine_workers[0] if path == "engines" else int(own)
+        group = {"ERNIE_ENGINES": str(args.engines), "ERNIE_WORKERS": str(workers)}
+    if path in ("app", "chainlit", "workers") or path.startswith("engines"):
         burst, closed, rates = await app_path(
             loads, out, path=path, open_loop=open_loop, root=root, **group
         )
@@ -164,6 +171,16 @@ async def _path(
     else:
         burst, closed, rates = await remote_path(await vllm(), loads, out, args.replicas, open_loop)
     return [burst], closed, rates
+
+
+def with_worker_counts(paths: list[str], counts: list[int]) -> list[str]:
+    """``paths`` with an ``engines-wN`` path after ``engines`` for each count past the first
+    (``--engine-workers 2 4``: the default and four workers a core, in one run)."""
+    extra = [f"engines-w{n}" for n in dict.fromkeys(counts[1:]) if n != counts[0]]
+    if "engines" not in paths:
+        return paths
+    at = paths.index("engines") + 1
+    return [*paths[:at], *extra, *paths[at:]]
 
 
 def _open_loop(args: argparse.Namespace, plan: Plan) -> OpenLoop | None:
@@ -214,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         args.shapes = list(SHAPES)
     if args.paths is None:
         args.paths = [] if args.shapes else list(PATHS[:3])
+    args.paths = with_worker_counts(args.paths, args.engine_workers)
     if args.concurrency is None:
         args.concurrency = [] if args.rate is not None else [1, 16, 64, 256]
     try:

@@ -157,7 +157,8 @@ def _against_engine(
     their bare ceiling; ``--baseline``'s versions of them) against the engine."""
     rows = []
     based = (f"{path}@base" for path in BASELINE_PATHS)
-    for path in ("chainlit", "workers", "engines", "cores", *based):
+    counts = sorted({r.path for r in results if r.path.startswith("engines-w")})
+    for path in ("chainlit", "workers", "engines", *counts, "cores", *based):
         for chats, mine in sorted(_by(results, path).items()):
             if chats not in engine:
                 continue

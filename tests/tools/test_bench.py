@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.__main__ import with_worker_counts
 from bench.measure import LoadResult
 from bench.report import comparisons
 from testing.demo import APP_ENV
@@ -65,6 +66,7 @@ def test_the_report_compares_every_path_measured_with_the_engine() -> None:
         result("remote", 16, 450.0, 40.0),
         result("workers", 16, 950.0, 25.0),
         result("engines@base", 16, 1100.0, 22.0),  # --baseline: the version before
+        result("engines-w4", 16, 1250.0, 21.0),  # --engine-workers 2 4: a second count
     ]
     rows = comparisons(results, [result("app-cold", 16, 800.0, 45.0)])
     app = next(row for row in rows if "app/engine tok/s" in row)
@@ -73,4 +75,19 @@ def test_the_report_compares_every_path_measured_with_the_engine() -> None:
     assert app["remote/app tok/s"] == 0.5
     assert any(row.get("workers/engine tok/s") == 0.95 for row in rows)
     assert any(row.get("engines@base/engine tok/s") == 1.1 for row in rows)
+    assert any(row.get("engines-w4/engine tok/s") == 1.25 for row in rows)
     assert any(row.get("app-cold TTFT p50 / steady") == 1.5 for row in rows)
+
+
+def test_several_worker_counts_run_as_paths_of_one_invocation() -> None:
+    """``--engine-workers 2 4``: the default count is ``engines``, the others ``engines-wN``."""
+    paths = ["engine", "engines", "app"]
+    assert with_worker_counts(paths, [2, 4, 3, 4]) == [
+        "engine",
+        "engines",
+        "engines-w4",
+        "engines-w3",
+        "app",
+    ]
+    assert with_worker_counts(paths, [2]) == paths
+    assert with_worker_counts(["engine"], [2, 4]) == ["engine"]
