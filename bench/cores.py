@@ -23,7 +23,6 @@ from vllm.v1.engine.async_llm import AsyncLLM
 from deploy.engine_args import build_engine_args
 from deploy.plan import Plan
 from deploy.vllm_internals import shut_down
-from engine.local import SHUTDOWN_S
 
 from .measure import LoadResult, Loads, ProcessWatch, ReplyTiming, measure_loads, timed
 from .openloop import OpenLoop, RateResult, Turn, run_rate, sweep
@@ -53,7 +52,7 @@ async def _serve(plan: Plan, reply_tokens: int, conn: Connection) -> None:
             else:
                 conn.send(await run_rate(engine_talker(plan, llm), *asked))
     finally:
-        await shut_down(llm, SHUTDOWN_S)
+        await shut_down(llm)
 
 
 def _split(chats: int, count: int) -> list[int]:

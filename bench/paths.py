@@ -21,7 +21,6 @@ from deploy.model_info import load_model_info
 from deploy.plan import Plan
 from deploy.system_prompts import resolve_system_prompt
 from deploy.vllm_internals import shut_down
-from engine.local import SHUTDOWN_S
 from engine.prompt import PromptBuilder
 from testing.chat_client import ChatClient
 from testing.servers import ROOT, AppServer, Server, openai_server
@@ -142,7 +141,7 @@ async def engine_path(
         return closed, await sweep("engine", run, open_loop)
     finally:
         watch.close()
-        await shut_down(llm, SHUTDOWN_S)
+        await shut_down(llm)
 
 
 async def _chat_round(urls: Sequence[str], chats: int, watch: ProcessWatch, path: str) -> Round:

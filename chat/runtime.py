@@ -86,9 +86,14 @@ def _limits(
     return SharedUserLimits(shared, worker=worker, **values), SharedChatCount(shared, worker=worker)
 
 
+def _configured() -> Runtime | None:
+    runtime: Runtime | None = getattr(app.state, "runtime", None)
+    return runtime
+
+
 def runtime() -> Runtime:
     """The configured runtime; ``RuntimeError`` before ``configure()``."""
-    current: Runtime | None = getattr(app.state, "runtime", None)
+    current = _configured()
     if current is None:
         raise RuntimeError("the web app is not configured: import app.py (chainlit run app.py)")
     return current
@@ -124,7 +129,7 @@ def configure(
     # Chainlit sleeps 1 ms, blocking, in every Message and Step it builds (see compat).
     drop_blocking_sleep("chainlit.message", "chainlit.step")
     private_files_folder()  # not beside the code: the code's folder is read-only
-    current: Runtime | None = getattr(app.state, "runtime", None)
+    current = _configured()
     if current is None:
         current = app.state.runtime = _build(_engine(seat), seat, resume)
     engine, settings, trust = current.engine, current.engine.settings, current.trust

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import re
 from collections.abc import Iterator
@@ -57,6 +58,10 @@ __all__ = [
     "unfinished_requests",
     "vllm_version",
 ]
+
+# The app's wait for an engine core's teardown before vLLM kills it: vLLM's own is 5 s, and
+# a CPU worker alone takes about 4 (a kill is a WARNING on every stop).
+TEARDOWN_S = 15.0
 
 
 def vllm_version() -> str:
@@ -122,12 +127,16 @@ def core_processes(manager: Any) -> list[BaseProcess]:
     return list(getattr(manager, "processes", ()))
 
 
-def stop_core(manager: Any, timeout_s: float) -> None:
+def stop_core(manager: Any, timeout_s: float = TEARDOWN_S) -> None:
     """End a launcher's engine core, waiting ``timeout_s`` for its teardown before a kill."""
-    if "timeout" in inspect.signature(manager.shutdown).parameters:  # vLLM 0.29
-        manager.shutdown(timeout=timeout_s)
-    else:
-        manager.shutdown()
+    _with_teardown_wait(manager.shutdown, timeout_s)()
+
+
+def _with_teardown_wait(method: Any, timeout_s: float) -> Any:
+    """vLLM's ``shutdown`` with the teardown's wait where it takes one (0.29; 0.26 waits 5 s)."""
+    if "timeout" in inspect.signature(method).parameters:
+        return functools.partial(method, timeout=timeout_s)
+    return method
 
 
 # --- 2. a running AsyncLLM ----------------------------------------------------------------
@@ -147,7 +156,7 @@ def ended_processes(llm: AsyncLLM) -> dict[str, int] | None:
         return None
 
 
-async def shut_down(llm: AsyncLLM, timeout_s: float) -> None:
+async def shut_down(llm: AsyncLLM, timeout_s: float = TEARDOWN_S) -> None:
     """vLLM's shutdown, quietly and in order. vLLM ends the core before it cancels its
     output handler, which then logs the core's end as a failure with a traceback; and it
     force-kills a core still tearing down after 5 s (a CPU worker takes about 4), with a
@@ -156,10 +165,7 @@ async def shut_down(llm: AsyncLLM, timeout_s: float) -> None:
     if handler is not None:
         handler.cancel()
         await asyncio.wait({handler})
-    if "timeout" in inspect.signature(llm.shutdown).parameters:  # vLLM 0.29
-        await asyncio.to_thread(llm.shutdown, timeout=timeout_s)
-    else:
-        await asyncio.to_thread(llm.shutdown)
+    await asyncio.to_thread(_with_teardown_wait(llm.shutdown, timeout_s))
 
 
 # --- 3. logging, the attention backend, the machine ---------------------------------------

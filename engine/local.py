@@ -29,7 +29,6 @@ from deploy.vllm_internals import shut_down, unfinished_requests
 
 from .core_errors import CoreErrorLog, ended_processes
 from .errors import BackendDeadError, BackendStartError, GenerationError
-from .shared_core import SHUTDOWN_S
 
 __all__ = ["LocalBackend"]
 
@@ -61,7 +60,7 @@ class LocalBackend:
         except Exception as exc:
             reason = _describe(exc, plan, errors)
             if llm is not None:
-                await shut_down(llm, SHUTDOWN_S)
+                await shut_down(llm)
             _remove(errors)
             raise BackendStartError(reason) from exc
         return cls(llm, errors, capacity)
@@ -99,7 +98,7 @@ class LocalBackend:
         return "; ".join(known) or None
 
     async def close(self) -> None:
-        await shut_down(self.llm, SHUTDOWN_S)
+        await shut_down(self.llm)
         _remove(self._errors)
 
 

@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Attachment", "SharedCore", "attach", "launch_shared_core"]
 
-SHUTDOWN_S = 15.0  # the core's teardown (a CPU worker takes about 4 s) before a kill
-
 
 @dataclass
 class SharedCore:
@@ -65,10 +63,6 @@ class SharedCore:
     def __getstate__(self) -> dict[str, Any]:
         return self.__dict__ | {"manager": None}
 
-    @property
-    def clients(self) -> int:
-        return len(self.inputs)
-
     def dead(self) -> str | None:
         """How the engine core's process ended, or None while it runs."""
         for process in core_processes(self.manager):
@@ -82,7 +76,7 @@ class SharedCore:
 
     def shutdown(self) -> None:
         if self.manager is not None:
-            stop_core(self.manager, SHUTDOWN_S)
+            stop_core(self.manager)
             self.manager = None
 
 
