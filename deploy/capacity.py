@@ -105,7 +105,7 @@ def _weights_bytes(model: str, revision: str | None, dtype_bytes: int) -> int | 
     try:
         config = AutoConfig.from_pretrained(model, revision=revision)
         with torch.device("meta"):
-            skeleton = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
+            skeleton = AutoModelForCausalLM.from_config(config)
     except (ValueError, KeyError, OSError) as exc:
         logger.warning("weights size unknown: %s", exc)
         return None

@@ -121,7 +121,7 @@ def _byte_tokenizer() -> Tokenizer:
 def _save_tokenizer(tok: Tokenizer, path: Path) -> None:
     from transformers import PreTrainedTokenizerFast
 
-    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+    fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         additional_special_tokens=EXTRA_SPECIAL,
         chat_template=CHAT_TEMPLATE,
@@ -173,13 +173,13 @@ def _save_model(
         eos_token_id=2,
         pad_token_id=0,
     )
-    model = Ernie4_5ForCausalLM(config)  # type: ignore[no-untyped-call]
+    model = Ernie4_5ForCausalLM(config)
     if chain is not None:
         _script(model, chain)
-    model = model.to(torch.bfloat16)  # type: ignore[arg-type]
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # one tiny shard
+    model = model.to(torch.bfloat16)
+    hf_logging.disable_progress_bar()  # one tiny shard
     model.save_pretrained(path)
-    GenerationConfig(  # type: ignore[no-untyped-call]
+    GenerationConfig(
         do_sample=True,
         top_p=0.8,
         temperature=0.8,

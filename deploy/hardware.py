@@ -78,7 +78,8 @@ class Hardware:
 def torch_cuda_version() -> str | None:
     import torch
 
-    return torch.version.cuda
+    cuda: str | None = torch.version.cuda
+    return cuda
 
 
 def driver_problem(driver: str | None, cuda: str | None) -> str | None:

@@ -108,7 +108,8 @@ async def test_schema_is_created_once_and_left_alone(tmp_path: Path) -> None:
     assert (tmp_path / "sub" / "history.db").stat().st_size > 0
 
 
-GOOD, OTHER, USER = (str(uuid.uuid4()) for _ in range(3))
+# Fixed ids: the parametrized names must be the same in every pytest-xdist worker.
+GOOD, OTHER, USER = (str(uuid.uuid5(uuid.NAMESPACE_URL, f"ernie-chat/{n}")) for n in range(3))
 BAD = "x') UNION SELECT 1 /*"
 
 
