@@ -19,6 +19,4 @@ fi
 .venv/bin/ruff check deploy engine chat serve testing bench tests scripts app.py
 .venv/bin/ruff format --check deploy engine chat serve testing bench tests scripts app.py
 .venv/bin/mypy
-# Two pytest-xdist workers: one test file's tests, or the files sharing a session server,
-# run in one worker (tests/conftest.py's groups), so each server starts once.
-.venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
+.venv/bin/python -m pytest "$@"

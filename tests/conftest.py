@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,8 +25,6 @@ from testing.engines import DemoApp, RunningEngine
 from testing.images import build_test_image
 from testing.locks import gpu_lock_report
 from testing.servers import AppServer, Server, openai_server
-
-REPORTS = pytest.StashKey[Path]()  # xdist's controller: where its background work reports
 
 
 @pytest.fixture(autouse=True)
@@ -115,86 +111,23 @@ def demo_app(scripted_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 ENGINE_FIXTURES = {"engines", "vllm_server", "demo_app", "load_checks"}
-# What the session starts once for every test that uses it: tests that share one run in one
-# pytest-xdist group (one worker), so it is started once, not in every worker.
-SHARED_FIXTURES = ENGINE_FIXTURES | {"open_app", "signed_app"}
-BACKGROUND = {
-    "test_image.py": ("image", build_test_image),
-    "test_locks.py": ("gpu lock", gpu_lock_report),
-}
-
-
-def start_background(files: set[str], report_to: Path | None = None) -> None:
-    """Start the slow work of the network and the disk that a selected test file needs,
-    beside the tests that need the CPU (``testing.background``)."""
-    for file, (name, work) in BACKGROUND.items():
-        if file in files:
-            background.start(name, work, report_to=report_to)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """An xdist worker takes the background work's outcomes from its controller."""
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None:
-        background.read_from(Path(workerinput["background"]))
-    else:
-        config.stash[REPORTS] = Path(tempfile.mkdtemp(prefix="pytest-background-"))
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if REPORTS in config.stash:
-        shutil.rmtree(config.stash[REPORTS], ignore_errors=True)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    node.workerinput["background"] = str(node.config.stash[REPORTS])
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
-    """xdist's controller (idle while its workers test) does the background work."""
-    files = {Path(nodeid.split("::")[0]).name for nodeid in ids}
-    start_background(files, report_to=node.config.stash[REPORTS])
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if not hasattr(session.config, "workerinput"):  # xdist's workers: the controller does it
-        start_background({item.path.name for item in session.items})
+    """Start the slow work of the network and the disk that a selected test needs, beside
+    the tests that need the CPU (``testing.background``)."""
+    selected = {item.path.name for item in session.items}
+    if "test_image.py" in selected:
+        background.start("image", build_test_image)
+    if "test_locks.py" in selected:
+        background.start("gpu lock", gpu_lock_report)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that uses a session engine is an ``engine`` test, marked or not, so
     ``pytest -m "not engine"`` stays the fast loop (tests that start their own engine
-    carry the mark themselves). Each test joins its file's xdist group (its module's
-    fixtures start once), and files sharing a session server join one group."""
-    groups = groups_by_file(items)
+    carry the mark themselves)."""
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))
         if uses & ENGINE_FIXTURES and item.get_closest_marker("engine") is None:
             item.add_marker(pytest.mark.engine)
-        item.add_marker(pytest.mark.xdist_group(groups[item.path]))
-
-
-def groups_by_file(items: list[pytest.Item]) -> dict[Path, str]:
-    """Each file's group: files joined when they use a shared fixture in common (named for
-    those fixtures; a file that uses none is a group of its own)."""
-    shared: dict[Path, set[str]] = {}
-    for item in items:
-        uses = set(getattr(item, "fixturenames", ())) & SHARED_FIXTURES
-        shared.setdefault(item.path, set()).update(uses)
-    groups: list[tuple[set[Path], set[str]]] = []
-    for path, uses in shared.items():
-        joined = [group for group in groups if group[1] & uses]
-        files, fixtures = {path}, set(uses)
-        for group in joined:
-            groups.remove(group)
-            files |= group[0]
-            fixtures |= group[1]
-        groups.append((files, fixtures))
-    return {
-        path: "+".join(sorted(fixtures)) or path.stem
-        for files, fixtures in groups
-        for path in files
-    }

@@ -108,7 +108,7 @@ async def test_schema_is_created_once_and_left_alone(tmp_path: Path) -> None:
     assert (tmp_path / "sub" / "history.db").stat().st_size > 0
 
 
-# Fixed ids: the parametrized names must be the same in every pytest-xdist worker.
+# Fixed ids: the parametrized tests keep their names from run to run (--lf, --deselect).
 GOOD, OTHER, USER = (str(uuid.uuid5(uuid.NAMESPACE_URL, f"ernie-chat/{n}")) for n in range(3))
 BAD = "x') UNION SELECT 1 /*"
 
