@@ -23,6 +23,7 @@ from testing import background
 from testing.demo import DEMO_APP_ENV, ENGINE_SETTINGS, hermetic_settings
 from testing.engines import DemoApp, RunningEngine
 from testing.images import build_test_image
+from testing.load_checks import run_load_checks
 from testing.locks import gpu_lock_report
 from testing.servers import AppServer, Server, openai_server
 
@@ -117,6 +118,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the slow work of the network and the disk that a selected test needs, beside
     the tests that need the CPU (``testing.background``)."""
     selected = {item.path.name for item in session.items}
+    if any("load_checks" in getattr(item, "fixturenames", ()) for item in session.items):
+        background.start("load checks", run_load_checks)
     if "test_image.py" in selected:
         background.start("image", build_test_image)
     if "test_locks.py" in selected:
