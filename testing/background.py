@@ -1,6 +1,7 @@
-"""Slow work that waits on the network and the disk more than on the CPU (the image's build,
-the GPU lock's dry run), started as soon as the session knows a test needs it, so it runs
-beside the tests that need the CPU, at the lowest priority, and is done when its test comes.
+"""Slow work that no test watches while it runs (the image's build, the GPU lock's dry run,
+the engine's load checks), started as soon as the session knows a test needs it, so it runs
+beside the tests at the lowest priority, on the CPU they leave idle, and is done when its
+test comes.
 
 Usage::
 
