@@ -28,7 +28,11 @@ CHECKS = {
 
 def run_load_checks() -> dict[str, subprocess.CompletedProcess[str]]:
     """Each check's outcome, by name: both run at once on a demo model of their own."""
-    folder = Path(tempfile.mkdtemp(prefix="ernie-load-checks-"))
+    with tempfile.TemporaryDirectory(prefix="ernie-load-checks-") as name:
+        return _run(Path(name))
+
+
+def _run(folder: Path) -> dict[str, subprocess.CompletedProcess[str]]:
     model = write_demo_model(folder / "model")
     started = {
         name: subprocess.Popen(

@@ -115,8 +115,8 @@ ENGINE_FIXTURES = {"engines", "vllm_server", "demo_app", "load_checks"}
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the slow work of the network and the disk that a selected test needs, beside
-    the tests that need the CPU (``testing.background``)."""
+    """Start the slow work that a selected test needs and no test watches (the load checks,
+    the image build, the lock dry run), beside the tests (``testing.background``)."""
     selected = {item.path.name for item in session.items}
     if any("load_checks" in getattr(item, "fixturenames", ()) for item in session.items):
         background.start("load checks", run_load_checks)
