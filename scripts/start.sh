@@ -16,9 +16,10 @@ if [[ "${1:-}" == "--demo" ]]; then
   [[ -f demo-model/config.json ]] || .venv/bin/python -m engine demo-model demo-model >/dev/null
   export ERNIE_MODEL="$PWD/demo-model"
 fi
-.venv/bin/python -m engine check >/dev/null  # a bad setting stops here, in one line
 if [[ "${ERNIE_WORKERS:-1}" != 1 ]] && ! command -v haproxy >/dev/null 2>&1 \
     && [[ ! -x /usr/sbin/haproxy ]]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
 fi
+# The launcher checks the settings first: a bad one stops it there, in one line (no
+# separate `python -m engine check`, which cost every start a second import of vLLM).
 exec .venv/bin/python -m serve "$@"

@@ -1,7 +1,7 @@
 """Slow work that no test watches while it runs (the image's build, the GPU lock's dry run,
-the engine's load checks), started as soon as the session knows a test needs it, so it runs
-beside the tests at the lowest priority, on the CPU they leave idle, and is done when its
-test comes.
+the engine's load checks, the loading of the session's ``vllm serve``), started as soon as
+the session knows a test needs it, so it runs beside the tests at the lowest priority, on
+the CPU they leave idle, and is done when its test comes.
 
 Usage::
 
@@ -11,12 +11,15 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["result", "start"]
+import psutil
+
+__all__ = ["lowest_priority", "result", "start", "to_normal_priority"]
 
 
 class _Job(threading.Thread):
@@ -61,3 +64,16 @@ def lowest_priority() -> list[str]:
     only when nothing else wants them (Linux's idle scheduling class: the tests keep their
     timing; nice 19 alone still took a third of the CPU from the tests' servers)."""
     return ["chrt", "--idle", "0", "ionice", "-c", "3"] if os.name == "posix" else []
+
+
+def to_normal_priority(pid: int) -> None:
+    """Every thread of ``pid`` and of the processes under it, started under
+    ``lowest_priority()``, back to the normal class: a server loaded on idle CPU serves
+    its tests as any other (a thread keeps its own class, and passes it on)."""
+    root = psutil.Process(pid)
+    for process in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            for thread in process.threads():
+                with contextlib.suppress(OSError, psutil.Error):
+                    os.sched_setscheduler(thread.id, os.SCHED_OTHER, os.sched_param(0))
+                    psutil.Process(thread.id).ionice(psutil.IOPRIO_CLASS_BE)

@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,13 +225,16 @@ def serve_flags(plan: Plan) -> list[str]:
 
 
 def openai_server(
-    plan: Plan, log: Path, *, api_servers: int = 1
+    plan: Plan, log: Path, *, api_servers: int = 1, prefix: Sequence[str] = ()
 ) -> contextlib.AbstractContextManager[Server]:
     """vLLM's own server with the app's engine arguments (``vllm serve``), with
-    ``api_servers`` API processes on its engine core."""
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *serve_flags(plan)]
+    ``api_servers`` API processes on its engine core; ``prefix``: a command it runs under
+    (``testing.background.lowest_priority()``)."""
+    command = [*prefix, sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+    command += serve_flags(plan)
     if api_servers > 1:  # only ``vllm serve`` starts several (its CLI needs the "vllm" wheel)
-        command = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", *serve_flags(plan)]
+        command = [*prefix, sys.executable, "-m", "vllm.entrypoints.cli.main", "serve"]
+        command += serve_flags(plan)
         command += ["--api-server-count", str(api_servers)]
     command += ["--port", "{port}", "--served-model-name", "bench", "--disable-uvicorn-access-log"]
     return Server.started(command, dict(os.environ), log)

@@ -88,14 +88,34 @@ def byte_engine(engines: dict[str, RunningEngine]) -> ChatEngine:
 
 
 @pytest.fixture(scope="session")
-def vllm_server(scripted_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A real ``vllm serve`` (CPU) on the scripted model, for every remote-backend test
-    (the history's app restarts use it too: a restart then loads no engine)."""
+def vllm_loading(
+    scripted_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """The session's ``vllm serve``, started at the lowest priority and not waited for:
+    from the session's first test on (``early_servers``), it loads on idle CPU."""
     settings = hermetic_settings(model=str(scripted_model), **ENGINE_SETTINGS)
     log = tmp_path_factory.mktemp("vllm-serve") / "vllm.log"
-    with openai_server(preflight(settings), log) as server:
-        server.wait("/v1/models", timeout_s=300)
+    with openai_server(preflight(settings), log, prefix=background.lowest_priority()) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_loading: Server) -> Server:
+    """A real ``vllm serve`` (CPU) on the scripted model, for every remote-backend test
+    (the history's app restarts use it too: a restart then loads no engine), at the normal
+    priority from its first test on (again once loaded: no process it starts stays idle)."""
+    background.to_normal_priority(vllm_loading.process.pid)
+    vllm_loading.wait("/v1/models", timeout_s=300)
+    background.to_normal_priority(vllm_loading.process.pid)
+    return vllm_loading
+
+
+@pytest.fixture(scope="session", autouse=True)
+def early_servers(request: pytest.FixtureRequest) -> None:
+    """Start the session's ``vllm serve`` at the session's first test when a selected test
+    needs it: it loads on the CPU the tests before it leave idle."""
+    if any("vllm_server" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        request.getfixturevalue("vllm_loading")
 
 
 @pytest.fixture(scope="session")

@@ -51,6 +51,9 @@ GROUP_ENV = DEMO_APP_ENV | {
     "ERNIE_WORKERS": "2",
     "ERNIE_KV_CACHE_GB": "1",
     "ERNIE_MAX_TOKENS": "64",
+    # No warm-up: four unit starts here (two, then two restarts) would run it four times;
+    # the session's demo engine, the demo app and the image run it.
+    "ERNIE_WARMUP": "false",
     "ERNIE_MAX_CHATS_PER_ADDRESS": str(CHATS),
     "ERNIE_USER_MAX_REPLIES": str(REPLIES),
     "ERNIE_MAX_CONNECTIONS_PER_ADDRESS": str(CONNECTIONS),

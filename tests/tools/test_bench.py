@@ -1,7 +1,9 @@
 """``python -m bench`` at its smallest: a smoke run of its machinery (one path: one closed
 load of a few tokens, then the open loop at a tiny rate; and one load shape against the
 session's demo app). It proves the report, not the numbers: those come from ``python -m
-bench`` itself (docs/benchmarks.md)."""
+bench`` itself (docs/benchmarks.md). The path is ``remote`` on the session's ``vllm
+serve`` (``--vllm-url``): the bench's app, its sockets and its report, with no engine of
+its own to load."""
 
 from __future__ import annotations
 
@@ -17,16 +19,17 @@ from bench.measure import LoadResult
 from bench.report import comparisons
 from testing.demo import APP_ENV
 from testing.engines import DemoApp
-from testing.servers import ROOT, clean_environ
+from testing.servers import ROOT, Server, clean_environ
 
 
 @pytest.mark.engine
 def test_the_bench_measures_a_path_and_a_shape_and_writes_its_report(
-    scripted_model: Path, demo_app: DemoApp, tmp_path: Path
+    scripted_model: Path, demo_app: DemoApp, vllm_server: Server, tmp_path: Path
 ) -> None:
     env = clean_environ(**APP_ENV, ERNIE_MODEL=str(scripted_model))
     out = tmp_path / "bench"
-    command = [sys.executable, "-m", "bench", "--paths", "app", "--concurrency", "2"]
+    command = [sys.executable, "-m", "bench", "--paths", "remote", "--concurrency", "2"]
+    command += ["--vllm-url", vllm_server.url]
     command += ["--reply-tokens", "8", "--shapes", "at-connect", "--shape-chats", "2"]
     command += ["--url", demo_app.server.url, "--out", str(out)]
     command += ["--rate", "1", "--duration-s", "3", "--turns", "2", "--think-s", "0.2"]
@@ -36,15 +39,15 @@ def test_the_bench_measures_a_path_and_a_shape_and_writes_its_report(
 
     report = json.loads((out / "bench.json").read_text(encoding="utf-8"))
     (run,) = report["results"]
-    assert (run["path"], run["chats"], run["reply_tokens"]) == ("app", 2, 8)
+    assert (run["path"], run["chats"], run["reply_tokens"]) == ("remote", 2, 8)
     assert run["ttft_p50_ms"] > 0 and run["total_tokens_per_s"] > 0
     assert run["frames_per_reply"] >= 1 and run["peak_rss_mib"] > 0
-    assert [r["path"] for r in report["cold_bursts"]] == ["app-cold"]
+    assert [r["path"] for r in report["cold_bursts"]] == ["remote-cold"]
     (rate,) = report["open_loop"]  # every conversation's every turn answered, timed
-    assert rate["path"] == "app" and rate["offered_rate"] == 1.0 and rate["failed_turns"] == 0
+    assert rate["path"] == "remote" and rate["offered_rate"] == 1.0 and rate["failed_turns"] == 0
     assert rate["turns"] == 2 * rate["conversations"] > 0 and rate["ttft_p99_ms"] > 0
     assert rate["itl_p99_ms"] > 0 and 0 <= rate["goodput"] <= 1
-    assert report["capacity"]["app"] in (None, 1.0)
+    assert report["capacity"]["remote"] in (None, 1.0)
     (shape,) = report["shapes"]
     assert (shape["sent"], shape["answered"], shape["lost"]) == (2, 2, 0), shape
     assert (out / "bench.png").read_bytes().startswith(b"\x89PNG")

@@ -5,7 +5,9 @@ started with the image's own command and user, a host folder as ``/data`` and th
 model mounted: ready, its HEALTHCHECK passes inside it, a signed-in user chats; a stop
 ends it within Docker's grace time with nothing left running and no error in its console
 (``docker logs``); a second start keeps ``/data`` (the history, the full log, torch's
-compile cache) and lists the chat.
+compile cache) and lists the chat. The second start runs on the session's ``vllm serve``
+(``ERNIE_ENGINE=remote``, as the history tests' restarts do): what it proves is the data
+kept and the stop, and loading a second engine would only repeat the first's ~40 s.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from testing import background
 from testing.accounts import listed_chats, sign_in
 from testing.chat_client import ChatClient
 from testing.images import Container, build_test_image, image_config
-from testing.servers import free_port
+from testing.servers import Server, free_port
 
 pytestmark = pytest.mark.engine
 
@@ -71,12 +73,14 @@ def the_command(image: str, port: int) -> list[str]:
 
 
 @contextlib.contextmanager
-def running(image: str, volumes: dict[str, Path], folder: Path) -> Iterator[tuple[Container, str]]:
-    """The container started and ready, and its URL."""
+def running(
+    image: str, volumes: dict[str, Path], folder: Path, env: dict[str, str]
+) -> Iterator[tuple[Container, str]]:
+    """The container started with ``env`` and ready, and its URL."""
     port = free_port()
     folder.mkdir()
     log = folder / "container.log"
-    with Container.run(image, volumes, ENV, log, the_command(image, port)) as box:
+    with Container.run(image, volumes, env, log, the_command(image, port)) as box:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and box.process.poll() is None:
@@ -99,14 +103,15 @@ async def chat_once(url: str, cookie: dict[str, str]) -> str | None:
 
 
 def test_the_image_serves_stops_and_keeps_its_data(
-    image: str, volumes: dict[str, Path], tmp_path: Path
+    image: str, volumes: dict[str, Path], vllm_server: Server, tmp_path: Path
 ) -> None:
     config = image_config(image)
     health = config["Healthcheck"]["Test"]
     assert health[0] == "CMD", health
     first: dict[str, object] = {}
-    for round_ in ("first", "again"):
-        with running(image, volumes, tmp_path / round_) as (box, url):
+    remote = {"ERNIE_ENGINE": "remote", "ERNIE_REMOTE_URL": vllm_server.url}
+    for round_, env in (("first", ENV), ("again", ENV | remote)):
+        with running(image, volumes, tmp_path / round_, env) as (box, url):
             port = url.rsplit(":", 1)[1]
             check = box.exec(*[part.replace("8000", port) for part in health[1:]])
             assert check.returncode == 0, check.stderr
