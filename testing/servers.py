@@ -144,17 +144,20 @@ class AppServer(Server):
         nice: int = 0,
         open_files: int | None = None,
         root: Path = ROOT,
+        prefix: Sequence[str] = (),
     ) -> Iterator[AppServer]:
         """The app until the block ends (``app``: ``chainlit run`` that file instead);
         ``nice``: under ``nice`` (vLLM's CPU engine spins on both cores of a small
         machine; a browser under test needs CPU too); ``open_files``: as ``started``;
-        ``root``: the checkout it runs from (another version, for a side-by-side run)."""
+        ``root``: the checkout it runs from (another version, for a side-by-side run);
+        ``prefix``: a command it runs under, as ``openai_server``'s."""
         command = [sys.executable, "-m", "serve"]
         if app is not None:
             command = [sys.executable, "-m", "chainlit", "run", app, "--headless"]
         command += ["--host", "127.0.0.1", "--port", "{port}"]
         if nice:
             command = ["nice", "-n", str(nice), *command]
+        command = [*prefix, *command]
         full_log = {"ERNIE_LOG_FILE": str(log.with_name(f"{log.stem}-full.log"))}  # beside ``log``
         environ = clean_environ(**{**full_log, **env})
         with cls.started(command, environ, log, open_files=open_files, cwd=root) as server:
@@ -173,8 +176,8 @@ class AppServer(Server):
 
     async def every_worker_ready(self, timeout_s: float = 300) -> None:
         """Until every worker of a group is ready and HAProxy sends it visitors (its stats
-        say UP): the port's ``/readyz`` is any worker's, and the units start one after the
-        other."""
+        say UP): the port's ``/readyz`` is any worker's, and each unit loads at its own
+        pace."""
 
         def ready() -> bool:
             urls, codes = self.worker_urls(), []

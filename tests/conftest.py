@@ -22,6 +22,7 @@ from engine import ChatEngine
 from testing import background
 from testing.demo import DEMO_APP_ENV, ENGINE_SETTINGS, hermetic_settings
 from testing.engines import DemoApp, RunningEngine
+from testing.group import StartingGroup, group_started
 from testing.images import build_test_image
 from testing.load_checks import run_load_checks
 from testing.locks import gpu_lock_report
@@ -110,12 +111,28 @@ def vllm_server(vllm_loading: Server) -> Server:
     return vllm_loading
 
 
+@pytest.fixture(scope="session")
+def group_loading(
+    scripted_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StartingGroup]:
+    """The serve tests' worker group (``testing.group``), started at the lowest priority
+    and not waited for: from the session's first test on (``early_servers``)."""
+    folder = tmp_path_factory.mktemp("group")
+    with group_started(scripted_model, folder, prefix=background.lowest_priority()) as group:
+        yield group
+
+
+EARLY = {"vllm_server": "vllm_loading", "group": "group_loading"}  # needed: started early
+
+
 @pytest.fixture(scope="session", autouse=True)
 def early_servers(request: pytest.FixtureRequest) -> None:
-    """Start the session's ``vllm serve`` at the session's first test when a selected test
-    needs it: it loads on the CPU the tests before it leave idle."""
-    if any("vllm_server" in getattr(item, "fixturenames", ()) for item in request.session.items):
-        request.getfixturevalue("vllm_loading")
+    """Start the session's ``vllm serve`` and the serve tests' group at the session's
+    first test when a selected test needs them: they load on the CPU the tests before
+    them leave idle."""
+    for needed, loading in EARLY.items():
+        if any(needed in getattr(item, "fixturenames", ()) for item in request.session.items):
+            request.getfixturevalue(loading)
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +148,7 @@ def demo_app(scripted_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         yield DemoApp(server, server.readyz())
 
 
-ENGINE_FIXTURES = {"engines", "vllm_server", "demo_app", "load_checks"}
+ENGINE_FIXTURES = {"engines", "vllm_server", "demo_app", "load_checks", "group_loading"}
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -1,9 +1,9 @@
 """A group behind HAProxy's one port, as ``scripts/start.sh`` starts it (``python -m serve``)
 on the CPU engine and the scripted model: ``ERNIE_ENGINES=2`` real engine cores with
-``ERNIE_WORKERS=2`` Chainlit workers each. The chats go through HAProxy's one port over
-Socket.IO, each visitor from an address of its own. One group for the whole module, in
-order: the last two tests kill a worker, then an engine core, and each waits until the
-group is whole again.
+``ERNIE_WORKERS=2`` Chainlit workers each (``testing.group``: it loads from the session's
+start, on idle CPU). The chats go through HAProxy's one port over Socket.IO, each visitor
+from an address of its own. One group for the whole module, in order: the last two tests
+kill a worker, then an engine core, and each waits until the group is whole again.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import re
 import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import psutil
@@ -22,10 +21,11 @@ import pytest
 import socketio
 
 from serve.group import WORKER_TITLE
+from testing.background import to_normal_priority
 from testing.browser import STATS_LINE
 from testing.chat_client import ChatClient
 from testing.demo import DEMO_APP_ENV
-from testing.hub import HubServer
+from testing.group import CHATS, CONNECTIONS, REPLIES, StartingGroup
 from testing.polling import until
 from testing.servers import AppServer
 from testing.shapes import (
@@ -42,50 +42,26 @@ from testing.visitors import CLAIMS, async_http_client, idle_connections, visito
 pytestmark = pytest.mark.engine
 
 LONG_REPLY = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 4096, "system_prompt": "zh"}
-CHATS, REPLIES = 17, 16  # one address's chats and replies over the whole group
-CONNECTIONS = 64  # one address's connections at HAProxy
 WORKERS = 4
-GROUP_ENV = DEMO_APP_ENV | {
-    # Two cores on one CPU with two workers each, a small KV cache each (split over them).
-    "ERNIE_ENGINES": "2",
-    "ERNIE_WORKERS": "2",
-    "ERNIE_KV_CACHE_GB": "1",
-    "ERNIE_MAX_TOKENS": "64",
-    # No warm-up: four unit starts here (two, then two restarts) would run it four times;
-    # the session's demo engine, the demo app and the image run it.
-    "ERNIE_WARMUP": "false",
-    "ERNIE_MAX_CHATS_PER_ADDRESS": str(CHATS),
-    "ERNIE_USER_MAX_REPLIES": str(REPLIES),
-    "ERNIE_MAX_CONNECTIONS_PER_ADDRESS": str(CONNECTIONS),
-}
-REPO = "test-org/scripted"
-STARTING: dict[str, httpx.Response] = {}  # by group URL: the port's first answer
-HUBS: dict[str, HubServer] = {}  # by group URL: the hub its model came from
 
 
 @pytest.fixture(scope="module")
-def group(scripted_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
-    """The group, its model fetched by the launcher from a hub on this machine."""
-    folder = tmp_path_factory.mktemp("group")
-    with HubServer.run(scripted_model, REPO) as hub:
-        env = GROUP_ENV | {"ERNIE_MODEL": REPO, "HF_ENDPOINT": hub.url}
-        env |= {"HF_HOME": str(folder / "hf")}
-        # Many machines' default limit of open files (the H200 host's): 1,024.
-        with AppServer.run(env, folder / "group.log", nice=10, open_files=1024) as server:
-            STARTING[server.url], HUBS[server.url] = first_answer(server), hub
-            server.wait("/readyz", timeout_s=300)
-            asyncio.run(server.every_worker_ready())
-            yield server
+def started(group_loading: StartingGroup) -> Iterator[StartingGroup]:
+    """The session's group (``testing.group``: loading since the session's first test),
+    at the normal priority, every worker ready; stopped after the module (its memory back
+    for the tests after it)."""
+    server = group_loading.server
+    to_normal_priority(server.process.pid)
+    server.wait("/readyz", timeout_s=300)
+    asyncio.run(server.every_worker_ready())
+    to_normal_priority(server.process.pid)  # what it started meanwhile
+    yield group_loading
+    server.stop()
 
 
-def first_answer(server: AppServer) -> httpx.Response:
-    """The port's first answer to a browser (HAProxy's, before any worker is up)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            return httpx.get(server.url, timeout=5)
-        time.sleep(0.1)
-    raise AssertionError(f"nothing answered on {server.url}")
+@pytest.fixture(scope="module")
+def group(started: StartingGroup) -> AppServer:
+    return started.server
 
 
 def metric(server: AppServer, name: str) -> dict[str, float]:
@@ -121,12 +97,12 @@ def workers_of(server: AppServer) -> list[psutil.Process]:
 
 
 def test_the_launcher_fetched_the_model_once_while_the_port_said_starting(
-    group: AppServer,
+    started: StartingGroup,
 ) -> None:
-    page = STARTING[group.url]  # HAProxy's page, not its bare 503
+    group, page = started.server, started.first_answer()  # HAProxy's page, not its bare 503
     assert page.status_code == 503 and page.headers["retry-after"] == "5", page.text
     assert "The chat is starting" in page.text and "聊天正在启动" in page.text, page.text
-    hub = HUBS[group.url]
+    hub = started.hub
     weights = (hub.folder / "model.safetensors").stat().st_size
     # once, by the launcher (the cores found it in the cache; safetensors readers ask for
     # its header again, a few KiB)
