@@ -160,14 +160,17 @@ class Container:
         env: Mapping[str, str],
         log: Path,
         command: Sequence[str] | None = None,
+        prefix: Sequence[str] = (),
     ) -> Iterator[Container]:
-        """Start ``command`` (default: the image's own) as the image's user; removed after."""
+        """Start ``command`` (default: the image's own) as the image's user, under
+        ``prefix`` (``lowest_priority()``, say); removed after."""
         config = image_config(image)
         name = f"ernie-test-{uuid.uuid4().hex[:8]}"
         _run("buildah", "from", "--name", name, image)
         flags = [f"--volume={host}:{inside}" for inside, host in mounts.items()]
         flags += [f"--env={k}={v}" for k, v in env.items()]
-        argv = [*RUN, "--user", config["User"], *flags, name, "--", *(command or config["Cmd"])]
+        argv = [*prefix, *RUN, "--user", config["User"], *flags, name, "--"]
+        argv += command or config["Cmd"]
         with log.open("ab") as out:
             process = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True

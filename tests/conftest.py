@@ -23,6 +23,7 @@ from testing import background
 from testing.demo import DEMO_APP_ENV, ENGINE_SETTINGS, hermetic_settings
 from testing.engines import DemoApp, RunningEngine
 from testing.group import StartingGroup, group_started
+from testing.image_run import FirstStart, first_start
 from testing.images import build_test_image
 from testing.load_checks import run_load_checks
 from testing.locks import gpu_lock_report
@@ -122,14 +123,29 @@ def group_loading(
         yield group
 
 
-EARLY = {"vllm_server": "vllm_loading", "group": "group_loading"}  # needed: started early
+@pytest.fixture(scope="session")
+def image_first_start(
+    demo_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FirstStart]:
+    """The test image's first run, started in the background as soon as the image is
+    built, at the lowest priority (``testing.image_run``): from the session's first test on."""
+    with first_start(tmp_path_factory.mktemp("container"), demo_model) as first:
+        yield first
+
+
+# What a selected test needs: what the session starts early for it, at its first test.
+EARLY = {
+    "vllm_server": "vllm_loading",
+    "group": "group_loading",
+    "image_first_start": "image_first_start",
+}
 
 
 @pytest.fixture(scope="session", autouse=True)
 def early_servers(request: pytest.FixtureRequest) -> None:
-    """Start the session's ``vllm serve`` and the serve tests' group at the session's
-    first test when a selected test needs them: they load on the CPU the tests before
-    them leave idle."""
+    """Start the session's ``vllm serve``, the serve tests' group and the image's first
+    run at the session's first test when a selected test needs them: they load on the CPU
+    the tests before them leave idle."""
     for needed, loading in EARLY.items():
         if any(needed in getattr(item, "fixturenames", ()) for item in request.session.items):
             request.getfixturevalue(loading)
@@ -149,6 +165,7 @@ def demo_app(scripted_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 ENGINE_FIXTURES = {"engines", "vllm_server", "demo_app", "load_checks", "group_loading"}
+ENGINE_FIXTURES |= {"image_first_start"}
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

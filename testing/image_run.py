@@ -1,0 +1,142 @@
+"""The test image run as an operator runs it (``tests/tools/test_image.py``): its own
+command and user, on a free port of this machine (a container shares the host's network),
+a host folder as ``/data`` and the demo model mounted.
+
+The first run loads an engine, which takes a minute on a 2-core machine: the session
+starts it as soon as the image is built (``FirstStart``), at the lowest priority
+(``testing.background``), so it loads on the CPU the other tests leave idle; the test then
+raises it to the normal priority before it checks anything, its stop included.
+
+Usage::
+
+    with first_start(folder, demo_model) as first:       # at the session's first test
+        box, url = first.container(timeout_s=1800)        # in the test: built and started
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import httpx
+
+from deploy.users import add_user
+
+from . import background
+from .images import Container, build_test_image, image_config
+from .servers import free_port
+
+__all__ = ["BUILD_S", "ENV", "PASSWORD", "FirstStart", "first_start", "started", "wait_ready"]
+
+PASSWORD = "image-pass-1"
+ENV = {
+    "ERNIE_MODEL": "/model",
+    "ERNIE_KV_CACHE_GB": "0.5",
+    "ERNIE_MAX_MODEL_LEN": "2048",
+    "ERNIE_MAX_NUM_SEQS": "8",
+    "ERNIE_MAX_TOKENS": "16",
+    "ERNIE_USERS_FILE": "/data/users.txt",
+    "CHAINLIT_AUTH_SECRET": "image-secret-" + "x" * 40,
+}
+BUILD_S = 1800  # a machine with nothing cached builds the base and the lock's install
+
+
+def volumes_in(folder: Path, demo_model: Path) -> dict[str, Path]:
+    """``/data`` (a users file, owned by the image's user 1000) and ``/model``."""
+    data, model = folder / "data", folder / "model"
+    shutil.copytree(demo_model, model)
+    data.mkdir()
+    add_user(data / "users.txt", "alice", PASSWORD)
+    for path in [data, *data.rglob("*")]:
+        os.chown(path, 1000, 1000)
+    for path in [model, *model.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return {"/data": data, "/model": model}
+
+
+@contextlib.contextmanager
+def started(
+    image: str,
+    volumes: dict[str, Path],
+    folder: Path,
+    env: dict[str, str],
+    prefix: Sequence[str] = (),
+) -> Iterator[tuple[Container, str]]:
+    """The container started with ``env`` (not waited for), and its URL."""
+    port = free_port()
+    folder.mkdir()
+    command = list(image_config(image)["Cmd"])  # the image's own, on this port
+    command[command.index("--port") + 1] = str(port)
+    log = folder / "container.log"
+    with Container.run(image, volumes, env, log, command, prefix=prefix) as box:
+        yield box, f"http://127.0.0.1:{port}"
+
+
+def wait_ready(box: Container, url: str, log: Path, timeout_s: float = 300) -> None:
+    """Until the container's ``/readyz`` says ready; AssertionError with its console's end
+    if it exits or the time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and box.process.poll() is None:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        time.sleep(1)
+    raise AssertionError(f"the container never got ready:\n{log.read_text()[-3000:]}")
+
+
+class FirstStart:
+    """The first run, started in the background once the image is built."""
+
+    def __init__(self, folder: Path, volumes: dict[str, Path]) -> None:
+        self.folder, self.volumes = folder, volumes
+        self.image = ""
+        self._stack = contextlib.ExitStack()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._started: tuple[Container, str] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._start, name="image first start", daemon=True)
+        self._thread.start()
+
+    def _start(self) -> None:
+        try:
+            image = background.result("image", build_test_image, timeout_s=BUILD_S)
+            with self._lock:
+                if not self._closed:
+                    low = background.lowest_priority()
+                    run = started(image, self.volumes, self.folder, ENV, prefix=low)
+                    self._started, self.image = self._stack.enter_context(run), image
+        except BaseException as exc:  # handed to the test that waits for it
+            self._error = exc
+
+    def container(self, timeout_s: float) -> tuple[Container, str]:
+        """The started container and its URL, at the normal priority from now on."""
+        self._thread.join(timeout_s)
+        if self._error is not None:
+            raise self._error
+        if self._started is None:
+            raise TimeoutError(f"the image was not built and started within {timeout_s} s")
+        box, url = self._started
+        background.to_normal_priority(box.process.pid)
+        return box, url
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._stack.close()
+
+
+@contextlib.contextmanager
+def first_start(folder: Path, demo_model: Path) -> Iterator[FirstStart]:
+    """The first run started in the background, in ``folder`` (``first/``, with the
+    volumes beside it), until the block ends."""
+    first = FirstStart(folder / "first", volumes_in(folder, demo_model))
+    try:
+        yield first
+    finally:
+        first.close()
