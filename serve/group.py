@@ -5,14 +5,15 @@ The launcher starts HAProxy on the public port (``serve.proxy``; until a worker 
 answers with a page that says the chat is starting), fetches a hub model's files once with
 the progress on its console (``engine.download``: a core would fetch them unseen), then
 starts each engine core for its N clients (``engine.shared_core``; none when
-``ERNIE_ENGINE=remote``) on its GPUs (``deploy.placement``), one after the other (a core
-measures the GPU's free memory while it starts), with its N spawned workers, each
-Chainlit's app under uvicorn (``serve.web``) holding its own ``AsyncLLM`` client
-in-process: tokens go from the core to the worker that asked, over vLLM's own sockets, with
-no HTTP in between. Then it watches them: vLLM lets no front end attach twice to a core,
-and a front end does not notice its core's death, so when any process of a core's unit
-ends the launcher logs the cause in one line and restarts that unit (at most
-``ERNIE_RESTART_TRIES`` times in a row) while the other cores' units keep serving.
+``ERNIE_ENGINE=remote``) on its GPUs (``deploy.placement``), one after the other on a GPU
+(a core measures the GPU's free memory while it starts), all at once on the CPU, with its
+N spawned workers, each Chainlit's app under uvicorn (``serve.web``) holding its own
+``AsyncLLM`` client in-process: tokens go from the core to the worker that asked, over
+vLLM's own sockets, with no HTTP in between. Then it watches them: vLLM lets no front end
+attach twice to a core, and a front end does not notice its core's death, so when any
+process of a core's unit ends the launcher logs the cause in one line and restarts that
+unit (at most ``ERNIE_RESTART_TRIES`` times in a row) while the other cores' units keep
+serving.
 
 Usage::
 
@@ -28,7 +29,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -50,6 +50,7 @@ from engine import (
     launch_shared_core,
 )
 
+from .ports import free_port
 from .proxy import Forwarding, Proxy
 from .units import METRICS_DIR, Slot, Unit, Worker, visible_devices
 from .web import configure_logging, serve_app
@@ -60,12 +61,6 @@ logger = logging.getLogger("serve.group")
 
 WORKER_TITLE = "ernie-chat worker"
 STABLE_S = 600.0  # a group that ran this long starts the count of restarts again
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def run_worker(
@@ -84,12 +79,13 @@ class Group:
     def __init__(self, plan: Plan, public: tuple[str, int]) -> None:
         self.plan = plan
         self.public = public
-        per_core = plan.workers
+        per_core, self.ports = plan.workers, list[int]()
+        for _ in range(plan.engines * per_core):  # each its own, bound when its worker is up
+            self.ports.append(free_port(taken=[*self.ports, public[1]]))
+        slots = [Slot(n, n % per_core, port) for n, port in enumerate(self.ports)]
         self.units = [
-            Unit(k, [Slot(k * per_core + i, i, _free_port()) for i in range(per_core)])
-            for k in range(plan.engines)
+            Unit(k, slots[k * per_core : (k + 1) * per_core]) for k in range(plan.engines)
         ]
-        self.ports = [slot.port for unit in self.units for slot in unit.slots]
         self.folder = Path(tempfile.mkdtemp(prefix="ernie-group-"))
         self.shared = self.folder / "shared"  # what the workers share: the limits
         self.shared.mkdir()

@@ -15,7 +15,6 @@ import os
 import re
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from typing import Any
 import httpx
 
 from deploy.plan import Plan
+from serve import ports as serve_ports
 from serve.proxy import SOCKET, ask
 
 from .polling import until
@@ -50,10 +50,15 @@ SERVE_FLAGS = (
 )
 
 
+GIVEN: set[int] = set()  # this session's ports: a server may bind its own minutes later
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port no other server of the session was given, below the ephemeral range
+    (``serve.ports``): a server that loads on idle CPU binds it minutes later."""
+    port = serve_ports.free_port(taken=GIVEN)
+    GIVEN.add(port)
+    return port
 
 
 def clean_environ(**values: str) -> dict[str, str]:

@@ -74,3 +74,11 @@ def test_on_a_gpu_units_start_one_at_a_time(group: Group) -> None:
     group.plan = Plan(group.plan.settings, None, gpu)
     first, *others = group.units
     assert group._next_start(group.units) == ([first], others)
+
+
+def test_each_worker_gets_its_own_port_below_the_ephemeral_range(group: Group) -> None:
+    """A worker binds its port after its imports, and again after a restart: a port from
+    the ephemeral range could meanwhile be any outgoing connection's (``serve.ports``)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert len(set(group.ports)) == len(group.ports) == 3
+    assert all(10_000 <= port < low for port in group.ports), group.ports
