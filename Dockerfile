@@ -45,9 +45,11 @@ COPY . .
 # /app and everything in it: root's, not writable by the app (a module planted there would
 # be imported). Chainlit writes its other languages' translations on first start, and
 # makes its .files folder at import: both done here, as root (the app points Chainlit's
-# files at a private folder of its own at start: chat.compat).
+# files at a private folder of its own at start: chat.compat). Only what is group- or
+# world-writable is changed: `chmod -R` touched every file of .venv, which copied all
+# 2.6 GB of it into this layer on every build (and filled a test machine's disk).
 RUN .venv/bin/python -c "import chainlit.config as c; c.init_config()" \
-    && chmod -R go-w /app
+    && find /app ! -type l -perm /022 -exec chmod go-w {} +
 USER 1000:1000
 
 # The hub cache and vLLM's compile cache live on the /data volume: a restart does not
