@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 
-__all__ = ["lowest_priority", "result", "start", "to_normal_priority"]
+__all__ = ["lowest_priority", "raised_until_ready", "result", "start", "to_normal_priority"]
 
 
 class _Job(threading.Thread):
@@ -77,3 +77,12 @@ def to_normal_priority(pid: int) -> None:
                 with contextlib.suppress(OSError, psutil.Error):
                     os.sched_setscheduler(thread.id, os.SCHED_OTHER, os.sched_param(0))
                     psutil.Process(thread.id).ionice(psutil.IOPRIO_CLASS_BE)
+
+
+def raised_until_ready(pid: int, ready: Callable[[], object]) -> None:
+    """``pid``'s tree at the normal priority before ``ready`` waits for it (it loads at full
+    speed now), and again after (what it started meanwhile may have taken the idle class
+    from a thread not yet raised)."""
+    to_normal_priority(pid)
+    ready()
+    to_normal_priority(pid)

@@ -5,7 +5,8 @@ a host folder as ``/data`` and the demo model mounted.
 The first run loads an engine, which takes a minute on a 2-core machine: the session
 starts it as soon as the image is built (``FirstStart``), at the lowest priority
 (``testing.background``), so it loads on the CPU the other tests leave idle; the test then
-raises it to the normal priority before it checks anything, its stop included.
+raises it to the normal priority (``raised_until_ready``) before it checks anything, its
+stop included.
 
 Usage::
 
@@ -115,15 +116,13 @@ class FirstStart:
             self._error = exc
 
     def container(self, timeout_s: float) -> tuple[Container, str]:
-        """The started container and its URL, at the normal priority from now on."""
+        """The started container (still at the lowest priority) and its URL."""
         self._thread.join(timeout_s)
         if self._error is not None:
             raise self._error
         if self._started is None:
             raise TimeoutError(f"the image was not built and started within {timeout_s} s")
-        box, url = self._started
-        background.to_normal_priority(box.process.pid)
-        return box, url
+        return self._started
 
     def close(self) -> None:
         with self._lock:

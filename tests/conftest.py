@@ -106,9 +106,9 @@ def vllm_server(vllm_loading: Server) -> Server:
     """A real ``vllm serve`` (CPU) on the scripted model, for every remote-backend test
     (the history's app restarts use it too: a restart then loads no engine), at the normal
     priority from its first test on (again once loaded: no process it starts stays idle)."""
-    background.to_normal_priority(vllm_loading.process.pid)
-    vllm_loading.wait("/v1/models", timeout_s=300)
-    background.to_normal_priority(vllm_loading.process.pid)
+    background.raised_until_ready(
+        vllm_loading.process.pid, lambda: vllm_loading.wait("/v1/models", timeout_s=300)
+    )
     return vllm_loading
 
 
@@ -164,8 +164,7 @@ def demo_app(scripted_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         yield DemoApp(server, server.readyz())
 
 
-ENGINE_FIXTURES = {"engines", "vllm_server", "demo_app", "load_checks", "group_loading"}
-ENGINE_FIXTURES |= {"image_first_start"}
+ENGINE_FIXTURES = {"engines", "vllm_server", "demo_app", "load_checks", *EARLY.values()}
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

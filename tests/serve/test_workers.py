@@ -21,7 +21,7 @@ import pytest
 import socketio
 
 from serve.group import WORKER_TITLE
-from testing.background import to_normal_priority
+from testing.background import raised_until_ready
 from testing.browser import STATS_LINE
 from testing.chat_client import ChatClient
 from testing.demo import DEMO_APP_ENV
@@ -51,10 +51,12 @@ def started(group_loading: StartingGroup) -> Iterator[StartingGroup]:
     at the normal priority, every worker ready; stopped after the module (its memory back
     for the tests after it)."""
     server = group_loading.server
-    to_normal_priority(server.process.pid)
-    server.wait("/readyz", timeout_s=300)
-    asyncio.run(server.every_worker_ready())
-    to_normal_priority(server.process.pid)  # what it started meanwhile
+
+    def ready() -> None:
+        server.wait("/readyz", timeout_s=300)
+        asyncio.run(server.every_worker_ready())
+
+    raised_until_ready(server.process.pid, ready)
     yield group_loading
     server.stop()
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from testing.accounts import listed_chats, sign_in
-from testing.background import to_normal_priority
+from testing.background import raised_until_ready
 from testing.chat_client import ChatClient
 from testing.image_run import BUILD_S, ENV, PASSWORD, FirstStart, started, wait_ready
 from testing.images import Container, image_config
@@ -74,8 +74,7 @@ def test_the_image_serves_stops_and_keeps_its_data(
     health = image_config(first.image)["Healthcheck"]["Test"]
     assert health[0] == "CMD", health
     log = first.folder / "container.log"
-    wait_ready(box, url, log)
-    to_normal_priority(box.process.pid)  # what it started while it loaded
+    raised_until_ready(box.process.pid, lambda: wait_ready(box, url, log))
     cookie = serves(box, url, health)
     thread = asyncio.run(chat_once(url, cookie))
     stop(box, log)
