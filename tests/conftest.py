@@ -14,6 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+# vLLM's CPU platform runs each engine's model in a third process (its "mp" executor), where
+# a GPU with one device runs it inside the engine core ("uni"). The tests take the GPU's
+# shape: one process fewer to start for every engine (about 6 s and 8 s of CPU each) and one
+# thread each, so that the session's engines share both cores instead of all binding core 0.
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import vllm  # noqa: F401  (first here: its log handlers keep the real stdout and stderr)
 
 from deploy.demo_model import write_demo_model
