@@ -128,6 +128,10 @@ def _open_loop_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--reply-max", type=int, default=1024, help="reply tokens, at most")
     group.add_argument("--first-rate", type=float, default=2.0, help="the sweep's first rate")
     group.add_argument(
+        "--warm-up-s", type=float, default=5.0, help="arrivals at the first rate for this "
+        "long before it, not measured (0: none)"
+    )  # fmt: skip
+    group.add_argument(
         "--profile", action="store_true", help="py-spy on the app paths' processes during "
         "the open loop (folded stacks: OUT/<path>-pyspy.txt)"
     )  # fmt: skip
@@ -190,7 +194,7 @@ def _open_loop(args: argparse.Namespace, plan: Plan) -> OpenLoop | None:
     return OpenLoop(
         duration_s=args.duration_s, turns=args.turns, think_s=args.think_s,
         reply_median=args.reply_median, reply_max=args.reply_max, rates=tuple(args.rate),
-        first_rate=args.first_rate, slo=Slo.parse(args.slo),
+        first_rate=args.first_rate, warm_up_s=args.warm_up_s, slo=Slo.parse(args.slo),
         system_prompt=plan.settings.system_prompt,
         profile_to=args.out if args.profile else None,
     )  # fmt: skip

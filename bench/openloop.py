@@ -23,7 +23,7 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,7 @@ class OpenLoop:
     reply_max: int = 1024
     rates: tuple[float, ...] = ()
     first_rate: float = 2.0
+    warm_up_s: float = 5.0  # arrivals at the first rate before it, not measured (0: none)
     slo: Slo = field(default_factory=Slo)
     system_prompt: str | None = None  # the app's, for the settings panel of its chats
     profile_to: Path | None = None  # py-spy on the app paths' processes, folded stacks here
@@ -180,6 +181,11 @@ async def sweep(path: str, run: Run, plan: OpenLoop) -> list[RateResult]:
         results.append(result)
         return result
 
+    first = plan.rates[0] if plan.rates else plan.first_rate
+    if plan.warm_up_s > 0:  # a path's first rate would also pay its first batches' shapes
+        warm = replace(plan, duration_s=plan.warm_up_s).traffic(first)
+        await run(warm.conversations())
+        print(f"{path}: warmed up at {first:g}/s for {plan.warm_up_s:g} s", file=sys.stderr)
     if plan.rates:
         for rate in plan.rates:
             await at(rate)

@@ -1,12 +1,16 @@
 """A model hub on this machine: a model folder served in the Hugging Face hub's URL layout,
-so the real huggingface_hub client (``HF_ENDPOINT``) downloads from it, at a set rate, and
-stopping midway on demand (``cut_at``): what a slow or broken link does to a first start.
+so the real huggingface_hub client (``HF_ENDPOINT``) downloads from it, at a set rate,
+stopping midway on demand (``cut_at``), or pausing midway until the test has seen what it
+wanted (``hold_at``, ``release()``): what a slow or broken link does to a first start.
 
 Usage::
 
     with HubServer.run(folder, "test-org/demo", rate=2_000_000) as hub:
         env = {"HF_ENDPOINT": hub.url, "ERNIE_MODEL": "test-org/demo"}
         hub.served                 # body bytes sent so far, by file
+    with HubServer.run(folder, "test-org/demo", hold_at=1_000_000) as hub:
+        ...                        # every file waits at its first MB
+        hub.release()              # and goes on
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ class HubServer:
     repo: str
     rate: float | None = None  # body bytes a second, per file
     cut_at: int | None = None  # stop every file's body at this byte (the link breaks)
+    hold_at: int | None = None  # pause every file's body at this byte until release()
     served: dict[str, int] = field(default_factory=dict)
     url: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _released: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
     @contextlib.contextmanager
@@ -52,6 +58,10 @@ class HubServer:
         finally:
             server.shutdown()
             server.server_close()
+
+    def release(self) -> None:
+        """The bodies held at ``hold_at`` go on."""
+        self._released.set()
 
     def files(self) -> dict[str, Path]:
         return {p.name: p for p in sorted(self.folder.iterdir()) if p.is_file()}
@@ -134,13 +144,22 @@ class _Handler(BaseHTTPRequestHandler):
                 if self.hub.cut_at is not None and position >= self.hub.cut_at:
                     self.close_connection = True
                     return  # the link broke: the client sees a short body
+                if self.hub.hold_at is not None and position < self.hub.hold_at <= end:
+                    chunk = data.read(self.hub.hold_at - position)  # up to the hold, then wait
+                    self._write(file, chunk)
+                    position += len(chunk)
+                    self.hub._released.wait(timeout=300)
+                    continue
                 chunk = data.read(min(CHUNK, end - position))
-                self.wfile.write(chunk)
+                self._write(file, chunk)
                 position += len(chunk)
-                with self.hub._lock:
-                    self.hub.served[file.name] = self.hub.served.get(file.name, 0) + len(chunk)
-                if self.hub.rate:
-                    time.sleep(len(chunk) / self.hub.rate)
+
+    def _write(self, file: Path, chunk: bytes) -> None:
+        self.wfile.write(chunk)
+        with self.hub._lock:
+            self.hub.served[file.name] = self.hub.served.get(file.name, 0) + len(chunk)
+        if self.hub.rate:
+            time.sleep(len(chunk) / self.hub.rate)
 
 
 def _digest(file: Path) -> str:

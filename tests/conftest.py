@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from deploy.demo_model import write_demo_model
 from deploy.preflight import preflight
 from engine import ChatEngine
 from testing import background
-from testing.demo import DEMO_APP_ENV, ENGINE_SETTINGS, hermetic_settings
+from testing.demo import APP_ENV, DEMO_APP_ENV, ENGINE_SETTINGS, hermetic_settings
 from testing.engines import DemoApp, RunningEngine
 from testing.group import StartingGroup, group_started
 from testing.image_run import FirstStart, first_start
@@ -141,11 +142,42 @@ def image_first_start(
         yield first
 
 
+@pytest.fixture(scope="session")
+def recovery_model(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the demo model that ``tests/engine/test_recovery.py`` deletes, so that its
+    app's rebuild fails for real."""
+    return Path(shutil.copytree(demo_model, tmp_path_factory.mktemp("recovery") / "model"))
+
+
+@pytest.fixture(scope="session")
+def recovery_loading(recovery_model: Path) -> Iterator[AppServer]:
+    """The recovery test's app (its own: the test kills its engine twice and it exits),
+    started at the lowest priority and not waited for: from the session's first test on."""
+    env = APP_ENV | {
+        "ERNIE_MODEL": str(recovery_model),
+        "ERNIE_MAX_TOKENS": "1500",
+        "ERNIE_IGNORE_EOS": "true",
+        "ERNIE_RESTART_TRIES": "1",
+    }
+    log = recovery_model.parent / "app.log"
+    with AppServer.run(env, log, prefix=background.lowest_priority()) as server:
+        yield server
+
+
+@pytest.fixture
+def recovery_app(recovery_loading: AppServer) -> AppServer:
+    """The recovery test's app at the normal priority, serving its page (``vllm_server``'s way)."""
+    app = recovery_loading
+    background.raised_until_ready(app.process.pid, lambda: app.wait("/", timeout_s=180))
+    return app
+
+
 # What a selected test needs: what the session starts early for it, at its first test.
 EARLY = {
     "vllm_server": "vllm_loading",
     "group": "group_loading",
     "image_first_start": "image_first_start",
+    "recovery_app": "recovery_loading",
 }
 
 

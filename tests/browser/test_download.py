@@ -34,8 +34,9 @@ async def test_the_loading_message_shows_the_download(
     browser: Browser, demo_model: Path, tmp_path: Path
 ) -> None:
     total_mb = sum(p.stat().st_size for p in demo_model.iterdir()) / 1e6
+    half = (demo_model / WEIGHTS).stat().st_size // 2
     with (
-        HubServer.run(demo_model, REPO, rate=1_000_000) as hub,  # ~14 s for the demo model
+        HubServer.run(demo_model, REPO, hold_at=half) as hub,  # the weights wait at half
         AppServer.run(hub_env(hub, tmp_path / "hf"), tmp_path / "app.log") as app,
     ):
         app.wait("/healthz", 120)  # the page serves while the engine loads
@@ -47,6 +48,7 @@ async def test_the_loading_message_shows_the_download(
         assert shown, text
         assert float(shown.group(2)) == pytest.approx(total_mb, abs=0.15), text
         await chat.page.screenshot(path=screenshot_path("download-zh-CN.png"))
+        hub.release()  # seen mid-download: the rest of the weights now
         ready = chat.page.get_by_text("模型已就绪").first
         await expect(ready).to_be_visible(timeout=240_000)  # then loaded, as before
     console = (tmp_path / "app.log").read_text(errors="replace")

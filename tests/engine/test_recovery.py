@@ -13,14 +13,12 @@ import contextlib
 import os
 import shutil
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
 from testing.chat_client import ChatClient, Reply, wait_ready
-from testing.demo import APP_ENV
 from testing.polling import until
 from testing.servers import AppServer
 
@@ -45,25 +43,6 @@ def kill_engine_core(pid: int) -> None:
     os.kill(core, signal.SIGKILL)
 
 
-@pytest.fixture
-def model_copy(demo_model: Path, tmp_path: Path) -> Path:
-    """A model folder the test may delete, so that a rebuild fails for real."""
-    return Path(shutil.copytree(demo_model, tmp_path / "model"))
-
-
-@pytest.fixture
-def recovering_app(model_copy: Path, tmp_path: Path) -> Iterator[AppServer]:
-    env = APP_ENV | {
-        "ERNIE_MODEL": str(model_copy),
-        "ERNIE_MAX_TOKENS": "1500",
-        "ERNIE_IGNORE_EOS": "true",
-        "ERNIE_RESTART_TRIES": "1",
-    }
-    with AppServer.run(env, tmp_path / "app.log") as server:
-        server.wait("/", timeout_s=180)
-        yield server
-
-
 async def wait_for_readyz(app: AppServer, state: str, within_s: float) -> dict[str, object]:
     bodies: list[dict[str, object]] = []
 
@@ -77,9 +56,10 @@ async def wait_for_readyz(app: AppServer, state: str, within_s: float) -> dict[s
 
 
 async def test_the_app_rebuilds_a_killed_engine_then_exits_when_it_cannot(
-    recovering_app: AppServer, model_copy: Path
+    recovery_app: AppServer, recovery_model: Path
 ) -> None:
-    app = recovering_app
+    """The app is ``recovery_app`` (tests/conftest.py): loaded from the session's start."""
+    app = recovery_app
     await wait_ready(app.url, REBUILD_S)
     async with ChatClient.connect(app.url) as writer, ChatClient.connect(app.url) as other:
         long_reply = asyncio.create_task(writer.send("写一篇很长的文章"))
@@ -98,7 +78,7 @@ async def test_the_app_rebuilds_a_killed_engine_then_exits_when_it_cannot(
         assert answered.error is None and answered.text
 
     # Every rebuild fails (the model is gone): readiness says so, then the process exits 1.
-    shutil.rmtree(model_copy)
+    shutil.rmtree(recovery_model)
     kill_engine_core(app.process.pid)
     body = await wait_for_readyz(app, "failed", REBUILD_S)
     assert "1 tries to rebuild it failed" in str(body["reason"])

@@ -32,7 +32,8 @@ def test_the_bench_measures_a_path_and_a_shape_and_writes_its_report(
     command += ["--vllm-url", vllm_server.url]
     command += ["--reply-tokens", "8", "--shapes", "at-connect", "--shape-chats", "2"]
     command += ["--url", demo_app.server.url, "--out", str(out)]
-    command += ["--rate", "1", "--duration-s", "3", "--turns", "2", "--think-s", "0.2"]
+    command += ["--rate", "1", "--duration-s", "3", "--warm-up-s", "1", "--turns", "2"]
+    command += ["--think-s", "0.2"]
     command += ["--reply-median", "16", "--reply-max", "32"]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -48,6 +49,7 @@ def test_the_bench_measures_a_path_and_a_shape_and_writes_its_report(
     assert rate["turns"] == 2 * rate["conversations"] > 0 and rate["ttft_p99_ms"] > 0
     assert rate["itl_p99_ms"] > 0 and 0 <= rate["goodput"] <= 1
     assert report["capacity"]["remote"] in (None, 1.0)
+    assert "remote: warmed up at 1/s for 1 s" in result.stderr  # before it, not in it
     (shape,) = report["shapes"]
     assert (shape["sent"], shape["answered"], shape["lost"]) == (2, 2, 0), shape
     assert (out / "bench.png").read_bytes().startswith(b"\x89PNG")
