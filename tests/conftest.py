@@ -22,6 +22,10 @@ import pytest
 # thread each, so that the session's engines share both cores instead of all binding core 0.
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# vLLM's CPU sampler compiles its random draw with Inductor in every engine process (a C++
+# build: 12-20 s on a fresh machine, 3.7 s from the cache); the tests draw it eagerly (the
+# same arithmetic), as --enforce-eager already runs their model.
+os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 
 import vllm  # noqa: F401  (first here: its log handlers keep the real stdout and stderr)
 
