@@ -49,7 +49,7 @@ def test_the_bench_measures_a_path_and_a_shape_and_writes_its_report(
     assert rate["turns"] == 2 * rate["conversations"] > 0 and rate["ttft_p99_ms"] > 0
     assert rate["itl_p99_ms"] > 0 and 0 <= rate["goodput"] <= 1
     assert report["capacity"]["remote"] in (None, 1.0)
-    assert "remote: warmed up at 1/s for 1 s" in result.stderr  # before it, not in it
+    assert "remote: warmed up at 1/s for 1 s" in result.stderr  # and not reported: one rate
     (shape,) = report["shapes"]
     assert (shape["sent"], shape["answered"], shape["lost"]) == (2, 2, 0), shape
     assert (out / "bench.png").read_bytes().startswith(b"\x89PNG")
