@@ -29,7 +29,8 @@ venv=.venv
 # The test environment is kept between checkouts on this machine, keyed by its lock's hash
 # (as the lock dry run's stamp): a fresh clone links it instead of installing 2.5 GB again
 # (35 s here). A new lock or a fresh machine installs; a checkout's own .venv is kept; the
-# app's kinds install in place (the image holds its .venv).
+# app's kinds install in place (the image holds its .venv). The install names the real
+# folder: its scripts' first line is the python it was given, and a clone's link goes.
 if [[ "$kind" == test && ! -e .venv && ! -L .venv ]]; then
   venvs="${XDG_CACHE_HOME:-$HOME/.cache}/ernie-chat"
   venv="$venvs/venv-test-$hash"
@@ -43,11 +44,11 @@ fi
 # Reinstall only when the lock changed since the last successful install. uv installs the
 # lock (in parallel, bytecode included): 49 s for the CPU lock here against pip's 150 s.
 # It reads no pip configuration: the PIP_* variables (docs/operations.md, Set-up) are passed on by name.
-stamp=".venv/.installed-$kind-$hash"
+stamp="$venv/.installed-$kind-$hash"
 if [[ ! -f "$stamp" ]]; then
   echo "setup: installing $lock into .venv (about a minute the first time)"
   # -qq: pip's warnings about the machine's own pip settings are not the app's to show
-  .venv/bin/python -m pip install -qq --disable-pip-version-check uv==0.13.9
+  "$venv/bin/python" -m pip install -qq --disable-pip-version-check uv==0.13.9
   [[ -z "${PIP_INDEX_URL:-}" ]] || export UV_DEFAULT_INDEX="$PIP_INDEX_URL"
   [[ -z "${PIP_EXTRA_INDEX_URL:-}" ]] || export UV_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL"
   [[ -z "${PIP_FIND_LINKS:-}" ]] || export UV_FIND_LINKS="$PIP_FIND_LINKS"
@@ -56,14 +57,14 @@ if [[ ! -f "$stamp" ]]; then
   if [[ "$kind" == gpu ]]; then
     # PyPI's builds exactly: "torch==2.13.0" also takes a local "2.13.0+cpu" from an extra
     # index or find-links (the CPU image's index); "===" does not.
-    sed -n 's/^\([A-Za-z0-9._-]*\)==\(.*\)$/\1===\2/p' "$lock" > .venv/exact-pins.txt
-    exact=(--constraint .venv/exact-pins.txt)
+    sed -n 's/^\([A-Za-z0-9._-]*\)==\(.*\)$/\1===\2/p' "$lock" > "$venv/exact-pins.txt"
+    exact=(--constraint "$venv/exact-pins.txt")
   fi
   # unsafe-best-match: pip's way with several indexes (uv's default takes a package only
   # from the first index that has it, and the CPU torch index carries numpy, jinja2, ...).
-  .venv/bin/uv pip install --quiet --python .venv/bin/python --no-deps --compile-bytecode \
+  "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps --compile-bytecode \
     --index-strategy unsafe-best-match ${exact[@]+"${exact[@]}"} -r "$lock"
-  rm -f .venv/.installed-"$kind"-*
+  rm -f "$venv"/.installed-"$kind"-*
   touch "$stamp"
   if [[ "$venv" != .venv ]]; then  # the environments of older locks (2.5 GB each)
     find "$(dirname "$venv")" -maxdepth 1 -name 'venv-test-*' ! -name "$(basename "$venv")*" \
