@@ -31,13 +31,14 @@ venv=.venv
 # (35 s here). A new lock or a fresh machine installs; a checkout's own .venv is kept; the
 # app's kinds install in place (the image holds its .venv). The install names the real
 # folder: its scripts' first line is the python it was given, and a clone's link goes.
-if [[ "$kind" == test && ! -e .venv && ! -L .venv ]]; then
+# A link already there is pointed anew: the lock may have changed since it was made.
+if [[ "$kind" == test && ( -L .venv || ! -e .venv ) ]]; then
   venvs="${XDG_CACHE_HOME:-$HOME/.cache}/ernie-chat"
   venv="$venvs/venv-test-$hash"
   mkdir -p "$venvs"
   exec 9>"$venv.lock"
   flock 9  # one install at a time; a second clone waits for it, then links it
-  ln -s "$venv" .venv
+  ln -sfn "$venv" .venv
 fi
 [[ -x .venv/bin/python ]] || "$python" -m venv "$venv"
 
