@@ -23,12 +23,18 @@ EXIT_GRACE_S = 5.0
 
 
 async def start(rt: Runtime) -> None:
-    """Open the history, then load the engine in the background (the page answers)."""
+    """Open the history, then load the engine in the background: the page answers, and
+    says it is loading. A group's worker waits for its engine instead (uvicorn opens the
+    port after this): until its core is ready, HAProxy sends its pages to a worker whose
+    core serves, or shows its starting page, instead of holding them on a worker whose
+    unit restarts."""
     if rt.history_url is not None:
         since = await _open_history(rt.history_url)
         rt.seal = Seal(rt.seal.key, legacy_before=since)
     rt.engine.start()
     asyncio.get_running_loop().create_task(_exit_when_the_engine_gives_up(rt))
+    if rt.engine.seat is not None:
+        await rt.engine.wait_ready()  # a failed load ends the worker: its unit restarts
 
 
 async def stop(rt: Runtime) -> None:

@@ -8,7 +8,7 @@ Usage (``chat.open_app``, from ``app.py`` or a group's worker)::
 The runtime lives on Chainlit's ASGI app (``app.state.runtime``, as vLLM's OpenAI server
 keeps its ``engine_client``): one per web app, found again when ``chainlit run -w``
 imports app.py anew. A group's worker gets its engine core through ``seat``, handed down
-by the launcher (``serve.group.run_worker`` -> ``serve.web.serve_app`` -> here).
+by the launcher (``serve.worker.run_worker`` -> ``serve.web.serve_app`` -> here).
 Chainlit decides at import which sign-in and data layer an app has, so this runs when
 the app loads; every module of this package can be imported (and tested) without it.
 """

@@ -7,13 +7,13 @@ the progress on its console (``engine.download``: a core would fetch them unseen
 starts each engine core for its N clients (``engine.shared_core``; none when
 ``ERNIE_ENGINE=remote``) on its GPUs (``deploy.placement``), one after the other on a GPU
 (a core measures the GPU's free memory while it starts), all at once on the CPU, with its
-N spawned workers, each Chainlit's app under uvicorn (``serve.web``) holding its own
-``AsyncLLM`` client in-process: tokens go from the core to the worker that asked, over
-vLLM's own sockets, with no HTTP in between. Then it watches them: vLLM lets no front end
-attach twice to a core, and a front end does not notice its core's death, so when any
-process of a core's unit ends the launcher logs the cause in one line and restarts that
-unit (at most ``ERNIE_RESTART_TRIES`` times in a row) while the other cores' units keep
-serving.
+N workers (``serve.worker``: forked from one server that imported them once), each
+Chainlit's app under uvicorn (``serve.web``) holding its own ``AsyncLLM`` client
+in-process: tokens go from the core to the worker that asked, over vLLM's own sockets,
+with no HTTP in between. Then it watches them: vLLM lets no front end attach twice to a
+core, and a front end does not notice its core's death, so when any process of a core's
+unit ends the launcher logs the cause in one line and restarts that unit (at most
+``ERNIE_RESTART_TRIES`` times in a row) while the other cores' units keep serving.
 
 Usage::
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import secrets
 import shutil
@@ -37,12 +36,10 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 from pydantic import SecretStr
-from setproctitle import setproctitle
 
 from chat.access.shared_limits import LIMITS_FILE, forget
 from deploy.plan import Plan
 from engine import (
-    Attachment,
     Download,
     DownloadError,
     SharedCore,
@@ -53,26 +50,13 @@ from engine import (
 from .ports import free_port
 from .proxy import Forwarding, Proxy
 from .units import METRICS_DIR, Slot, Unit, Worker, visible_devices
-from .web import configure_logging, serve_app
+from .worker import run_worker, start_server, worker_context
 
-__all__ = ["WORKER_TITLE", "Group"]
+__all__ = ["Group"]
 
 logger = logging.getLogger("serve.group")
 
-WORKER_TITLE = "ernie-chat worker"
 STABLE_S = 600.0  # a group that ran this long starts the count of restarts again
-
-
-def run_worker(
-    plan: Plan, core: SharedCore | None, slot: Slot, folder: Path, public_host: str
-) -> None:
-    """A worker's process: front end ``slot.index`` of its core, serving on ``slot.port``."""
-    setproctitle(f"{WORKER_TITLE} {slot.number}")  # what ps and top show
-    configure_logging(plan.settings)
-    if slot.index > 0:  # its core's first worker reports the capacity, warm-up and ready
-        logging.getLogger("engine.supervisor").setLevel(logging.WARNING)
-    seat = Attachment(plan, core, slot.index, folder, worker=slot.number)
-    serve_app(plan.settings, ("127.0.0.1", slot.port), public_host=public_host, seat=seat)
 
 
 class Group:
@@ -123,6 +107,7 @@ class Group:
         tries."""
         down = list(self.units)
         try:
+            start_server()  # the workers' imports, beside the download and the cores
             if not self._fetch():
                 return 1
             while True:
@@ -244,8 +229,7 @@ class Group:
             yield core
 
     def _spawn(self, core: SharedCore | None, slot: Slot) -> Worker:
-        spawn = multiprocessing.get_context("spawn")
-        process = spawn.Process(
+        process = worker_context().Process(
             target=run_worker,
             args=(self.worker_plan(), core, slot, self.shared, self.public[0]),
             name=f"ernie-worker-{slot.number}",

@@ -5,9 +5,11 @@ back to the same worker (a reload, a reconnecting socket): a cookie HAProxy inse
 first answer pins it, and keeps its chats on that worker's engine core (its prefix
 cache). New browsers go to the worker with the fewest connections (a chat is one long
 websocket: the least loaded worker, and with as many workers on each core, the least
-loaded core); a worker that stops answering ``/healthz`` gets none. The workers trust
-the client address HAProxy forwards only with the group's secret header
-(``chat.access.peers``), so per-address limits hold.
+loaded core). A worker gets none unless ``/readyz`` says its engine is ready: while its
+unit restarts, its pages come back to a worker whose core serves, not to one that waits
+for its core to load (a restarted worker is up in well under a second; a core loads for
+seconds, on a GPU a minute). The workers trust the client address HAProxy forwards only
+with the group's secret header (``chat.access.peers``), so per-address limits hold.
 
 Usage::
 
@@ -145,7 +147,7 @@ frontend chat
 backend workers
   balance leastconn
   cookie {COOKIE} insert indirect nocache httponly
-  option httpchk GET /healthz
+  option httpchk GET /readyz
 {servers}
 """
 
