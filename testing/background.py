@@ -3,10 +3,17 @@ the engine's load checks, the loading of the session's ``vllm serve``), started 
 the session knows a test needs it, so it runs beside the tests at the lowest priority, on
 the CPU they leave idle, and is done when its test comes.
 
+A job starts its processes with ``environ()``: a copy of the environment taken when the job
+started, never the live one. The tests set and unset variables meanwhile, and glibc's
+``setenv`` moves the array that a process started from another thread reads while it
+execs: a fresh clone's image build once failed there with ``OSError: [Errno 14] Bad
+address``, and ``tests/tools/test_background.py`` makes it fail in most tries.
+
 Usage::
 
     start("image", lambda: build_image(...))       # at collection (tests/conftest.py)
     image = result("image", lambda: build_image(...), timeout_s=1800)   # in the test
+    subprocess.run(command, env=environ())         # in a job's work
 """
 
 from __future__ import annotations
@@ -19,7 +26,14 @@ from typing import Any
 
 import psutil
 
-__all__ = ["lowest_priority", "raised_until_ready", "result", "start", "to_normal_priority"]
+__all__ = [
+    "environ",
+    "lowest_priority",
+    "raised_until_ready",
+    "result",
+    "start",
+    "to_normal_priority",
+]
 
 
 class _Job(threading.Thread):
@@ -28,6 +42,7 @@ class _Job(threading.Thread):
         self.work = work
         self.value: Any = None
         self.error: BaseException | None = None
+        self.environ = dict(os.environ)  # taken by the thread that starts the job
 
     def run(self) -> None:
         try:
@@ -57,6 +72,14 @@ def result(name: str, work: Callable[[], Any], *, timeout_s: float) -> Any:
     if job.error is not None:
         raise job.error
     return job.value
+
+
+def environ(**values: str) -> dict[str, str]:
+    """The environment to start a process with, plus ``values``: in a job, the copy taken
+    when it started; elsewhere, a copy of the live one."""
+    thread = threading.current_thread()
+    base = thread.environ if isinstance(thread, _Job) else os.environ
+    return dict(base) | values
 
 
 def lowest_priority() -> list[str]:

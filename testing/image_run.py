@@ -34,6 +34,7 @@ from .servers import free_port
 
 __all__ = ["BUILD_S", "ENV", "PASSWORD", "FirstStart", "first_start", "started", "wait_ready"]
 
+FIRST_START = "image first start"  # its background job
 PASSWORD = "image-pass-1"
 ENV = {
     "ERNIE_MODEL": "/model",
@@ -99,30 +100,24 @@ class FirstStart:
         self._stack = contextlib.ExitStack()
         self._lock = threading.Lock()
         self._closed = False
-        self._started: tuple[Container, str] | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._start, name="image first start", daemon=True)
-        self._thread.start()
+        background.start(FIRST_START, self._start)
 
-    def _start(self) -> None:
-        try:
-            image = background.result("image", build_test_image, timeout_s=BUILD_S)
-            with self._lock:
-                if not self._closed:
-                    low = background.lowest_priority()
-                    run = started(image, self.volumes, self.folder, ENV, prefix=low)
-                    self._started, self.image = self._stack.enter_context(run), image
-        except BaseException as exc:  # handed to the test that waits for it
-            self._error = exc
+    def _start(self) -> tuple[Container, str] | None:
+        image = background.result("image", build_test_image, timeout_s=BUILD_S)
+        with self._lock:
+            if self._closed:
+                return None
+            low = background.lowest_priority()
+            run = started(image, self.volumes, self.folder, ENV, prefix=low)
+            self.image = image
+            return self._stack.enter_context(run)
 
     def container(self, timeout_s: float) -> tuple[Container, str]:
         """The started container (still at the lowest priority) and its URL."""
-        self._thread.join(timeout_s)
-        if self._error is not None:
-            raise self._error
-        if self._started is None:
-            raise TimeoutError(f"the image was not built and started within {timeout_s} s")
-        return self._started
+        first = background.result(FIRST_START, self._start, timeout_s=timeout_s)
+        if first is None:
+            raise RuntimeError("the first start was closed before the image was built")
+        return first
 
     def close(self) -> None:
         with self._lock:

@@ -31,7 +31,7 @@ from typing import Any
 
 import psutil
 
-from .background import lowest_priority
+from .background import environ, lowest_priority
 from .servers import ROOT
 
 __all__ = [
@@ -57,7 +57,9 @@ TEST_IMAGE = "localhost/ernie-chat:cpu-test"
 
 
 def _run(*args: str, timeout_s: float = 900) -> str:
-    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, check=False)
+    done = subprocess.run(
+        args, capture_output=True, text=True, timeout=timeout_s, check=False, env=environ()
+    )
     if done.returncode:
         raise RuntimeError(f"{' '.join(args[:3])} failed:\n{done.stderr[-3000:]}")
     return done.stdout
@@ -66,7 +68,10 @@ def _run(*args: str, timeout_s: float = 900) -> str:
 def bootstrap_base(folder: Path) -> str:
     """A minimal Debian 12 with Python 3.11, venv and its headers (torch's Inductor compiles
     C++ against Python.h on the CPU too), imported as ``BASE`` (~1 min)."""
-    if subprocess.run(["podman", "image", "exists", BASE], check=False).returncode == 0:
+    if (
+        subprocess.run(["podman", "image", "exists", BASE], check=False, env=environ()).returncode
+        == 0
+    ):
         return BASE
     tar = folder / "base.tar"
     _run(*lowest_priority(), "mmdebstrap", "--quiet", "--variant=minbase",
@@ -80,7 +85,11 @@ def pip_settings(folder: Path) -> tuple[list[str], dict[str, str]]:
     """This machine's pip settings for a build (``--volume`` arguments, build arguments):
     its CA bundle, local wheels and extra indexes, as a build behind a company proxy needs."""
     listed = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "pip", "config", "list"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environ(),
     ).stdout
     values = dict(
         (key.split(".", 1)[1], value.strip("'"))
@@ -112,7 +121,9 @@ def uv_cache() -> tuple[list[str], dict[str, str]]:
     uv = Path(sys.executable).with_name("uv")
     if not uv.exists():
         return [], {}
-    found = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True, check=False)
+    found = subprocess.run(
+        [uv, "cache", "dir"], capture_output=True, text=True, check=False, env=environ()
+    )
     cache = found.stdout.strip()
     if not cache or not Path(cache).is_dir():
         return [], {}
@@ -173,7 +184,7 @@ class Container:
         argv += command or config["Cmd"]
         with log.open("ab") as out:
             process = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=environ()
             )
         box = cls(name, process)
         try:
@@ -191,6 +202,7 @@ class Container:
             text=True,
             timeout=120,
             check=False,
+            env=environ(),
         )
 
     def stop(self, grace_s: float) -> int | None:

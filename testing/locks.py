@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .background import lowest_priority
+from .background import environ, lowest_priority
 from .servers import ROOT
 
 __all__ = ["SOURCE_ONLY", "STAMPS", "gpu_lock_report", "pins"]
@@ -46,7 +46,9 @@ def _dry_run(wheels: list[str]) -> dict[str, Any]:
     command += [f"--target={folder / 'x'}", "--python-version=3.11", "--implementation=cp"]
     command += ["--abi=cp311", "--abi=abi3", "--abi=none", *platforms]
     command += [f"--report={folder / 'report.json'}", "-r", str(folder / "wheels.txt")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, check=False, env=environ()
+    )
     report = folder / "report.json"
     installed = json.loads(report.read_text())["install"] if report.exists() else []
     return {"returncode": done.returncode, "stderr": done.stderr, "installed": installed}

@@ -29,6 +29,7 @@ from deploy.plan import Plan
 from serve import ports as serve_ports
 from serve.proxy import SOCKET, ask
 
+from .background import environ
 from .polling import until
 
 __all__ = ["ROOT", "AppServer", "Server", "free_port", "openai_server", "serve_flags"]
@@ -63,7 +64,7 @@ def free_port() -> int:
 
 def clean_environ(**values: str) -> dict[str, str]:
     """This process's environment without its ERNIE_* settings, plus ``values``."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("ERNIE_")} | values
+    return {k: v for k, v in environ().items() if not k.startswith("ERNIE_")} | values
 
 
 @dataclass
@@ -245,4 +246,4 @@ def openai_server(
         command += serve_flags(plan)
         command += ["--api-server-count", str(api_servers)]
     command += ["--port", "{port}", "--served-model-name", "bench", "--disable-uvicorn-access-log"]
-    return Server.started(command, dict(os.environ), log)
+    return Server.started(command, environ(), log)
