@@ -119,10 +119,15 @@ def config_text(
     (``X_Forwarded_For`` reached the app as ``X-Forwarded-For``); a request must arrive
     whole within 10 s and an idle keep-alive connection ends after 10 s, so idle
     connections cannot hold the port; a chat's websocket may stay open and quiet an hour.
+    A worker that refuses a connection is down at once, and a request that a worker
+    refused or closed unanswered goes to another (a dead unit's two workers have the
+    fewest connections: before its checks failed, new pages went there, and got a 503
+    after three refusals or a 502 from a worker that stopped under them).
     """
     host, port = public
     servers = "\n".join(
-        f"  server w{i} 127.0.0.1:{p} cookie w{i} check inter 1s fall 2 rise 1"
+        f"  server w{i} 127.0.0.1:{p} cookie w{i} check inter 1s fall 2 rise 1 "
+        "observe layer4 error-limit 1 on-error mark-down"
         for i, p in enumerate(workers)
     )
     return f"""global
@@ -130,8 +135,9 @@ def config_text(
   stats socket {page.with_name(SOCKET)} mode 600 level user
 defaults
   mode http
-  retries 3
-  option redispatch
+  retries {len(workers)}
+  retry-on conn-failure empty-response
+  option redispatch 1
   timeout connect 5s
   timeout http-request 10s
   timeout http-keep-alive 10s
