@@ -68,10 +68,8 @@ def _run(*args: str, timeout_s: float = 900) -> str:
 def bootstrap_base(folder: Path) -> str:
     """A minimal Debian 12 with Python 3.11, venv and its headers (torch's Inductor compiles
     C++ against Python.h on the CPU too), imported as ``BASE`` (~1 min)."""
-    if (
-        subprocess.run(["podman", "image", "exists", BASE], check=False, env=environ()).returncode
-        == 0
-    ):
+    exists = subprocess.run(["podman", "image", "exists", BASE], check=False, env=environ())
+    if exists.returncode == 0:
         return BASE
     tar = folder / "base.tar"
     _run(*lowest_priority(), "mmdebstrap", "--quiet", "--variant=minbase",
