@@ -111,7 +111,10 @@ async def test_a_256_token_reply_arrives_in_few_websocket_frames(
     # one frame at the first text, at most one per interval after it, and the last flush.
     generating_s = (stats["tokens"] - 1) / stats["speed"]
     assert frames <= generating_s / (INTERVAL_MS / 1000) + 2, (frames, generating_s)
-    assert frames < 256 / 4
+    # Unbuffered, every token is a frame. A fixed share ("under 64") assumed a decode
+    # speed that a busy CI machine missed (68 frames: under 39 tokens/s); this holds at
+    # any speed above one token per interval.
+    assert frames < stats["tokens"], (frames, generating_s)
 
 
 async def test_stop_button_ends_a_long_reply_and_frees_the_engine(
