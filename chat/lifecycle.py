@@ -9,7 +9,7 @@ import os
 import sys
 
 from deploy.database import redact
-from deploy.settings import env_name
+from deploy.preflight import history_problem
 
 from .conversation import Seal
 from .history.schema import create_schema
@@ -50,14 +50,7 @@ async def _open_history(url: str) -> str:
     try:
         since = await create_schema(url)
     except Exception as exc:
-        cause = next(iter(str(exc).strip().splitlines()), "")
-        print(
-            f"error: {env_name('history_url')}={redact(url)!r}: cannot open the chat "
-            f"history ({type(exc).__name__}: {cause}); check the URL and that the "
-            f"database is reachable, or set it to off",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(f"error: {history_problem(url, exc)}", file=sys.stderr, flush=True)
         os._exit(2)  # Chainlit only logs a failed startup hook: stop the process here
     logger.info("chat history in %s", redact(url))
     return since

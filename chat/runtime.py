@@ -150,8 +150,7 @@ def _build(
     settings = engine.settings
     limits, chats = _limits(settings, seat)
     signed_in = sign_in.register(settings)
-    # Without sign-in no one owns a chat, so none is kept.
-    url = settings.history_url if signed_in else None
+    url = settings.kept_history_url
     if url is not None:
         history.register(url, resume)
     built = Runtime(engine, limits, url, _seal(), proxy_trust(settings))

@@ -128,6 +128,12 @@ class AccessSettings(RecordedSettings):
     def allowed_host_list(self) -> list[str]:
         return self.allowed_hosts.split(",") if self.allowed_hosts else []
 
+    @property
+    def kept_history_url(self) -> str | None:
+        """Where chats are kept: nowhere without sign-in (no one would own them)."""
+        signed_in = self.users_file is not None or self.auth_header is not None
+        return self.history_url if signed_in else None
+
     @field_validator("history_url")
     @classmethod
     def _history_database(cls, url: str | None) -> str | None:

@@ -12,8 +12,12 @@ engine can know (the memory its activations take) is left to ``deploy.failures``
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from .database import redact
 from .hardware import Hardware, driver_problem
 from .model_files import ModelShape, read_model_config, refuse
 from .plan import Plan, core_tokens, holds
@@ -28,7 +32,7 @@ from .sizing import (
 )
 from .system_prompts import resolve_system_prompt
 
-__all__ = ["check_plan", "preflight"]
+__all__ = ["check_history", "check_plan", "history_problem", "preflight"]
 
 logger = logging.getLogger(__name__)
 
@@ -229,3 +233,39 @@ def preflight(settings: Settings) -> Plan:
     if settings.engine == "remote":  # the servers load the model; here only its tokenizer
         return plan
     return check_plan(plan)
+
+
+# --- the history's database --------------------------------------------------------------
+CONNECT_TIMEOUT_S = 10
+
+
+def history_problem(url: str, exc: BaseException) -> str:
+    """The line that stops the app when its history cannot be opened (no password in it)."""
+    cause = next(iter(str(exc).strip().splitlines()), "")
+    return (
+        f"{env_name('history_url')}={redact(url)!r}: cannot open the chat history "
+        f"({type(exc).__name__}: {cause}); check the URL and that the database is "
+        "reachable, or set it to off"
+    )
+
+
+def check_history(settings: Settings) -> None:
+    """Connect once to the history's database server, if chats are kept on one: a wrong
+    address stops the start in a second, before the web app's and vLLM's imports (a
+    SQLite file is opened with the tables, at the app's start)."""
+    url = settings.kept_history_url
+    if url is None or url.startswith("sqlite"):
+        return
+
+    async def connect() -> None:
+        engine = create_async_engine(url, connect_args={"timeout": CONNECT_TIMEOUT_S})
+        try:
+            async with engine.connect():
+                pass
+        finally:
+            await engine.dispose()
+
+    try:
+        asyncio.run(connect())
+    except Exception as exc:
+        raise SettingsError(history_problem(url, exc)) from None

@@ -42,9 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     logger.info("starting on http://%s:%d; the full log: %s", args.host, args.port, log_file)
-    from deploy.preflight import preflight
+    from deploy.preflight import check_history, preflight
 
     try:
+        check_history(settings)  # first: a second, where the engine's checks import vLLM
         plan = preflight(settings)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
