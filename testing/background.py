@@ -21,10 +21,13 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import psutil
+
+if TYPE_CHECKING:
+    import pytest
 
 __all__ = [
     "environ",
@@ -32,6 +35,7 @@ __all__ = [
     "raised_until_ready",
     "result",
     "start",
+    "start_early",
     "to_normal_priority",
 ]
 
@@ -109,3 +113,12 @@ def raised_until_ready(pid: int, ready: Callable[[], object]) -> None:
     to_normal_priority(pid)
     ready()
     to_normal_priority(pid)
+
+
+def start_early(request: pytest.FixtureRequest, early: Mapping[str, str]) -> None:
+    """For each fixture a selected test needs (a key of ``early``), request its loading
+    fixture (the value): a server started under ``lowest_priority()`` and not waited for,
+    which loads on the CPU the tests before it leave idle."""
+    for needed, loading in early.items():
+        if any(needed in getattr(item, "fixturenames", ()) for item in request.session.items):
+            request.getfixturevalue(loading)

@@ -190,9 +190,7 @@ def early_servers(request: pytest.FixtureRequest) -> None:
     """Start what ``EARLY`` names (the session's ``vllm serve``, the serve tests' group, the
     image's first run, the recovery test's app) at the session's first test when a selected
     test needs it: each loads on the CPU the tests before it leave idle."""
-    for needed, loading in EARLY.items():
-        if any(needed in getattr(item, "fixturenames", ()) for item in request.session.items):
-            request.getfixturevalue(loading)
+    background.start_early(request, EARLY)
 
 
 @pytest.fixture(scope="session")

@@ -7,17 +7,25 @@ another's counts, whatever the order.
   be a visitor the proxy names, from any address) and no operations token.
 * ``signed_app``: sign-in from a users file and from a proxy's header, history, an
   operations token.
+* ``history_loading``: ``tests/chat/test_history.py``'s app on SQLite and on a real
+  PostgreSQL.
+
+Each starts at the package's first test at the lowest priority and loads on the CPU the
+tests before its own leave idle (``EARLY``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from deploy.users import add_user
+from testing import background
 from testing.accounts import PASSWORD, PROXY_SECRET, SIGNED_ENV
+from testing.history import HistoryApp, postgres_server
 from testing.servers import AppServer, Server
 
 OPEN_ENV = {
@@ -50,23 +58,94 @@ def users_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return users
 
 
+# The fixture a test needs -> the one that starts it at the package's first test, at the
+# lowest priority (``testing.background``): each app loads on the CPU the tests before its
+# own leave idle.
+EARLY = {"open_app": "open_app_loading", "signed_app": "signed_app_loading"}
+EARLY |= {"history": "history_loading"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def early_apps(request: pytest.FixtureRequest) -> None:
+    background.start_early(request, EARLY)
+
+
+def _raised(loading: AppServer) -> AppServer:
+    """``loading`` at the normal priority, once it serves (``/readyz``)."""
+    background.raised_until_ready(
+        loading.process.pid, lambda: loading.wait("/readyz", timeout_s=300)
+    )
+    return loading
+
+
 @pytest.fixture(scope="session")
-def open_app(
-    scripted_model: Path, vllm_server: Server, tmp_path_factory: pytest.TempPathFactory
+def open_app_loading(
+    scripted_model: Path, vllm_loading: Server, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[AppServer]:
-    env = _remote(scripted_model, vllm_server, 16) | OPEN_ENV
-    with AppServer.run(env, tmp_path_factory.mktemp("open") / "app.log") as app:
-        app.wait("/readyz", timeout_s=300)
+    env = _remote(scripted_model, vllm_loading, 16) | OPEN_ENV
+    log = tmp_path_factory.mktemp("open") / "app.log"
+    with AppServer.run(env, log, prefix=background.lowest_priority()) as app:
         yield app
 
 
 @pytest.fixture(scope="session")
-def signed_app(scripted_model: Path, vllm_server: Server, users_file: Path) -> Iterator[AppServer]:
+def open_app(open_app_loading: AppServer, vllm_server: Server) -> AppServer:
+    return _raised(open_app_loading)
+
+
+@pytest.fixture(scope="session")
+def signed_app_loading(
+    scripted_model: Path, vllm_loading: Server, users_file: Path
+) -> Iterator[AppServer]:
     folder = users_file.parent
-    env = _remote(scripted_model, vllm_server, 64) | SIGNED_ENV
+    env = _remote(scripted_model, vllm_loading, 64) | SIGNED_ENV
     env |= {"ERNIE_USERS_FILE": str(users_file)}
     env |= {"ERNIE_HISTORY_URL": f"sqlite:///{folder / 'history.db'}"}
     env |= {"ERNIE_LOG_FILE": str(folder / "logs" / "ernie-chat.log")}  # a folder it makes
-    with AppServer.run(env, folder / "app.log") as server:
-        server.wait("/readyz", timeout_s=300)
-        yield server
+    with AppServer.run(env, folder / "app.log", prefix=background.lowest_priority()) as app:
+        yield app
+
+
+@pytest.fixture(scope="session")
+def signed_app(signed_app_loading: AppServer, vllm_server: Server) -> AppServer:
+    return _raised(signed_app_loading)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def history_loading(
+    scripted_model: Path,
+    vllm_loading: Server,
+    postgres_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, HistoryApp]]:
+    """``history``'s app on each database, not waited for."""
+    sqlite = tmp_path_factory.mktemp("sqlite")
+    urls = {"sqlite": f"sqlite:///{sqlite / 'history.db'}", "postgresql": postgres_url}
+    folders = {"sqlite": sqlite, "postgresql": tmp_path_factory.mktemp("postgresql")}
+    with contextlib.ExitStack() as stack:
+        places = {
+            name: HistoryApp(scripted_model, vllm_loading.url, folders[name], url)
+            for name, url in urls.items()
+        }
+        for place in places.values():
+            stack.callback(place.stack.close)
+            place.start(prefix=background.lowest_priority())
+        yield places
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def history(
+    request: pytest.FixtureRequest, history_loading: dict[str, HistoryApp], vllm_server: Server
+) -> HistoryApp:
+    """``tests/chat/test_history.py``'s app on one database, shared by the module's tests;
+    the last one restarts it."""
+    place = history_loading[request.param]
+    assert place.app is not None
+    _raised(place.app)
+    return place

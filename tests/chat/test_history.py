@@ -5,8 +5,8 @@ sees nor opens it.
 
 The app runs on the remote backend (the session's one ``vllm serve``): what restarts is
 the app process and its database connection, which is what is tested, not the engine. One
-app per database serves the module's tests (each with users of its own); the last test
-restarts it.
+app per database (``history``, tests/chat/conftest.py: started early) serves the module's
+tests (each with users of its own); the last test restarts it.
 """
 
 from __future__ import annotations
@@ -14,15 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
-import shutil
 import sqlite3
-import subprocess
-import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +29,14 @@ from chat.history import schema
 from chat.history.data_layer import HistoryIdError, SafeDataLayer, checked_id
 from chat.history.schema import create_schema
 from deploy.database import database_url
-from deploy.users import add_user
 from testing import accounts
 from testing.accounts import listed_chats
 from testing.browser import STATS_LINE
 from testing.chat_client import ChatClient, Reply, wait_ready
+from testing.history import HistoryApp, history_app
 from testing.polling import until
-from testing.servers import AppServer, Server, free_port
+from testing.servers import Server, free_port
 
-PASSWORD = "history-pass-1"
-USERS = ("alice", "bob", "carol", "dave", "erin", "fred")
-SECRET = "history-secret-" + "x" * 40
 FIRST = "请记住：我的猫叫小花。"
 SECOND = "我的猫叫什么名字？"
 LONG = "请写一篇很长的文章。"
@@ -162,143 +153,8 @@ async def test_the_data_layer_refuses_ids_that_are_not_uuids(bad: object) -> Non
     await layer.engine.dispose()
 
 
-# --- a real PostgreSQL server ------------------------------------------------------------
-def _postgres_bin() -> Path:
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    assert found, "PostgreSQL is not installed: apt-get install postgresql (scripts/test.sh)"
-    return found[-1].parent
-
-
-def _as_postgres(command: list[str]) -> list[str]:
-    """PostgreSQL refuses to run as root: run it as Debian's postgres user then."""
-    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    bin_dir = _postgres_bin()
-    data = Path(
-        subprocess.check_output(
-            _as_postgres(["mktemp", "-d", "/tmp/ernie-pg-XXXXXX"]), text=True
-        ).strip()
-    )
-    subprocess.run(
-        _as_postgres(
-            [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"]
-        ),
-        check=True,
-        capture_output=True,
-    )
-    port = free_port()
-    server = subprocess.Popen(
-        _as_postgres(
-            [
-                str(bin_dir / "postgres"),
-                "-D",
-                str(data),
-                "-p",
-                str(port),
-                "-h",
-                "127.0.0.1",
-                "-k",
-                str(data),
-                "-F",
-            ]
-        ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while (
-            subprocess.run(
-                [str(bin_dir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
-                capture_output=True,
-            ).returncode
-            != 0
-        ):
-            assert server.poll() is None, "PostgreSQL exited at start"
-            assert time.monotonic() < deadline, "PostgreSQL not ready after 60 s"
-            time.sleep(0.3)
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        shutil.rmtree(data, ignore_errors=True)
-
-
-# --- the app on each database, restarted by the module's last test --------------------
-@dataclass(frozen=True)
-class Remote:
-    """The engine the apps of this module use: the session's ``vllm serve``."""
-
-    model: Path
-    url: str
-
-
-@pytest.fixture(scope="module")
-def remote(scripted_model: Path, vllm_server: Server) -> Remote:
-    return Remote(scripted_model, vllm_server.url)
-
-
-@contextlib.contextmanager
-def app_on(remote: Remote, folder: Path, history_url: str) -> Iterator[AppServer]:
-    users = folder / "users.txt"
-    if not users.exists():
-        for name in USERS:
-            add_user(users, name, PASSWORD)
-    env = {
-        "ERNIE_MODEL": str(remote.model),
-        "ERNIE_ENGINE": "remote",
-        "ERNIE_REMOTE_URL": remote.url,
-        "ERNIE_MAX_MODEL_LEN": "2048",
-        "ERNIE_MAX_TOKENS": "24",
-        "ERNIE_WARMUP": "false",
-        "ERNIE_USERS_FILE": str(users),
-        "ERNIE_HISTORY_URL": history_url,
-        "CHAINLIT_AUTH_SECRET": SECRET,
-    }
-    with AppServer.run(env, folder / "app.log") as app:
-        app.wait("/readyz", timeout_s=180)
-        yield app
-
-
-@dataclass
-class History:
-    """The app on one database, shared by the module's tests; ``restart`` ends it and starts
-    a new process on the same database (the last test's)."""
-
-    remote: Remote
-    folder: Path
-    url: str
-    stack: contextlib.ExitStack
-    app: AppServer | None = None
-
-    def start(self) -> AppServer:
-        self.app = self.stack.enter_context(app_on(self.remote, self.folder, self.url))
-        return self.app
-
-    def restart(self) -> AppServer:
-        self.stack.close()
-        return self.start()
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def history(
-    request: pytest.FixtureRequest, remote: Remote, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[History]:
-    folder = tmp_path_factory.mktemp(request.param)
-    url = f"sqlite:///{folder / 'history.db'}"
-    if request.param == "postgresql":
-        url = request.getfixturevalue("postgres_url")
-    with contextlib.ExitStack() as stack:
-        place = History(remote, folder, url, stack)
-        place.start()
-        yield place
-
-
 def sign_in(url: str, name: str) -> dict[str, str]:
-    return accounts.sign_in(url, name, PASSWORD)
+    return accounts.sign_in(url, name, accounts.PASSWORD)
 
 
 def prompt_tokens(reply: Reply) -> int:
@@ -328,11 +184,12 @@ async def stop_a_long_reply(chat: ChatClient) -> str:
 
 
 async def test_an_unreachable_database_stops_the_app_in_one_line(
-    remote: Remote, tmp_path: Path
+    scripted_model: Path, vllm_server: Server, tmp_path: Path
 ) -> None:
     url = f"postgresql://nobody:secret-pw@127.0.0.1:{free_port()}/none"
-    with pytest.raises(RuntimeError) as stopped, app_on(remote, tmp_path, url):
-        pass
+    app = history_app(scripted_model, vllm_server.url, tmp_path, url)
+    with app as started, pytest.raises(RuntimeError) as stopped:
+        started.wait("/readyz", timeout_s=180)
     log = (tmp_path / "app.log").read_text()
     line = next(line for line in log.splitlines() if line.startswith("error: "))
     assert "ERNIE_HISTORY_URL=" in line and "cannot open the chat history" in line
@@ -362,7 +219,7 @@ def listed(url: str, cookie: dict[str, str]) -> str:
     return response.text
 
 
-async def test_a_chosen_thread_id_reads_no_other_chat(history: History) -> None:
+async def test_a_chosen_thread_id_reads_no_other_chat(history: HistoryApp) -> None:
     app = history.app
     assert app is not None
     await wait_ready(app.url, 300)
@@ -379,7 +236,7 @@ async def test_a_chosen_thread_id_reads_no_other_chat(history: History) -> None:
     assert all(re.fullmatch(r"[0-9a-f-]{36}", thread["id"]) for thread in threads)
 
 
-async def test_a_user_changes_nothing_of_anothers_chat(history: History) -> None:
+async def test_a_user_changes_nothing_of_anothers_chat(history: HistoryApp) -> None:
     """Chainlit checks no owner before it writes feedback, and stores a message under the
     id its client chose: neither reaches another user's chat. Sharing is off: its routes
     do not answer."""
@@ -419,7 +276,7 @@ async def test_a_user_changes_nothing_of_anothers_chat(history: History) -> None
     assert httpx.get(f"{app.url}/project/share/{thread['id']}").status_code == 404
 
 
-async def test_the_history_survives_a_restart(history: History) -> None:
+async def test_the_history_survives_a_restart(history: HistoryApp) -> None:
     """The module's last test on each database: it restarts the app."""
     app = history.app
     assert app is not None

@@ -21,7 +21,7 @@ PANEL = {"temperature": 0.8, "top_p": 0.8, "system_prompt": "zh"}
 async def test_a_short_soak_has_no_failed_or_truncated_reply(demo_app: DemoApp) -> None:
     server = demo_app.server
     await wait_ready(server.url, 300)
-    # Replies of 32 tokens, as the settings panel sets them (the app's own are 300).
+    # Replies of 32 tokens, as the settings panel sets them (the app's own are 100).
     load = Load(32, think_s=0.2, panel={**PANEL, "max_tokens": 32})
     result = await soak(server.url, server.process.pid, chats=8, seconds=12, load=load)
     assert result.replies >= 16 and result.problems == []  # every chat went round twice+
