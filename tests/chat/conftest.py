@@ -142,10 +142,11 @@ def history_loading(
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def history(
     request: pytest.FixtureRequest, history_loading: dict[str, HistoryApp], vllm_server: Server
-) -> HistoryApp:
-    """``tests/chat/test_history.py``'s app on one database, shared by the module's tests;
-    the last one restarts it."""
+) -> Iterator[HistoryApp]:
+    """``tests/chat/test_history.py``'s app on one database, shared by the module's tests
+    (the last one restarts it), and stopped after them (its memory back to the others)."""
     place = history_loading[request.param]
     assert place.app is not None
     _raised(place.app)
-    return place
+    yield place
+    place.stack.close()

@@ -13,8 +13,11 @@ from testing.servers import ROOT
 
 @pytest.fixture
 def app_settings(monkeypatch: pytest.MonkeyPatch, demo_model: Path) -> None:
-    """Importing app.py builds the engine's plan: it needs a model it can read."""
+    """Importing app.py builds the engine's plan: it needs a model it can read, and a KV
+    cache size of its own (the default share of RAM is checked against what the session's
+    servers leave free)."""
     monkeypatch.setenv("ERNIE_MODEL", str(demo_model))
+    monkeypatch.setenv("ERNIE_KV_CACHE_GB", "0.5")
     monkeypatch.chdir(ROOT)  # Chainlit reads its config from the working directory
 
 
