@@ -32,7 +32,7 @@ import vllm  # noqa: F401  (first here: its log handlers keep the real stdout an
 from deploy.demo_model import write_demo_model
 from deploy.preflight import preflight
 from engine import ChatEngine
-from testing import background
+from testing import background, chat_apps
 from testing.demo import APP_ENV, DEMO_APP_ENV, ENGINE_SETTINGS, hermetic_settings
 from testing.engines import DemoApp, RunningEngine
 from testing.group import StartingGroup, group_started
@@ -41,6 +41,8 @@ from testing.images import build_test_image
 from testing.load_checks import run_load_checks
 from testing.locks import gpu_lock_report
 from testing.servers import AppServer, Server, openai_server
+
+pytest_plugins = ["testing.chat_apps"]  # the chat tests' apps
 
 
 @pytest.fixture(autouse=True)
@@ -182,14 +184,16 @@ EARLY = {
     "group": "group_loading",
     "image_first_start": "image_first_start",
     "recovery_app": "recovery_loading",
+    **chat_apps.EARLY,
 }
 
 
 @pytest.fixture(scope="session", autouse=True)
 def early_servers(request: pytest.FixtureRequest) -> None:
     """Start what ``EARLY`` names (the session's ``vllm serve``, the serve tests' group, the
-    image's first run, the recovery test's app) at the session's first test when a selected
-    test needs it: each loads on the CPU the tests before it leave idle."""
+    image's first run, the recovery test's app, the chat tests' apps) at the session's
+    first test when a selected test needs it: each loads on the CPU the tests before it
+    leave idle."""
     background.start_early(request, EARLY)
 
 

@@ -5,7 +5,7 @@ sees nor opens it.
 
 The app runs on the remote backend (the session's one ``vllm serve``): what restarts is
 the app process and its database connection, which is what is tested, not the engine. One
-app per database (``history``, tests/chat/conftest.py: started early) serves the module's
+app per database (``history``, testing/chat_apps.py: started early) serves the module's
 tests (each with users of its own); the last test restarts it.
 """
 

@@ -1,17 +1,16 @@
-"""The web app's doors, as visitors meet them: two apps on the session's ``vllm serve``
-(what is tested is the app, not the engine), shared by every test of the package. Each
-test speaks from loopback addresses of its own (``testing.visitors``), so no test meets
-another's counts, whatever the order.
+"""The chat tests' apps, as fixtures (a pytest plugin: ``tests/conftest.py`` loads it, and
+starts each app at the session's first test, ``EARLY``). On the session's ``vllm serve``
+(what is tested is the app, not the engine); each test speaks from loopback addresses of
+its own (``testing.visitors``), so no test meets another's counts, whatever the order.
 
 * ``open_app``: no sign-in, tight per-address limits, a trusted proxy's secret (a test can
   be a visitor the proxy names, from any address) and no operations token.
 * ``signed_app``: sign-in from a users file and from a proxy's header, history, an
   operations token.
-* ``history_loading``: ``tests/chat/test_history.py``'s app on SQLite and on a real
-  PostgreSQL.
+* ``history``: ``tests/chat/test_history.py``'s app on SQLite and on a real PostgreSQL.
 
-Each starts at the package's first test at the lowest priority and loads on the CPU the
-tests before its own leave idle (``EARLY``).
+Each ``*_loading`` fixture starts its app at the lowest priority, not waited for: it loads
+on the CPU the tests before its own leave idle.
 """
 
 from __future__ import annotations
@@ -58,16 +57,9 @@ def users_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return users
 
 
-# The fixture a test needs -> the one that starts it at the package's first test, at the
-# lowest priority (``testing.background``): each app loads on the CPU the tests before its
-# own leave idle.
+# The fixture a test needs -> the one that starts it (``background.start_early``).
 EARLY = {"open_app": "open_app_loading", "signed_app": "signed_app_loading"}
 EARLY |= {"history": "history_loading"}
-
-
-@pytest.fixture(scope="session", autouse=True)
-def early_apps(request: pytest.FixtureRequest) -> None:
-    background.start_early(request, EARLY)
 
 
 def _raised(loading: AppServer) -> AppServer:
