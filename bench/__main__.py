@@ -50,14 +50,12 @@ from serve.web import raise_open_files
 from testing.servers import ROOT
 
 from .charts import write_chart
-from .cores import cores_path
 from .measure import LoadResult, Loads
 from .openloop import OpenLoop, RateResult, Slo
 from .paths import (
     PROMPT,
     VllmServer,
     app_path,
-    engine_path,
     http_path,
     remote_path,
     vllm_server,
@@ -155,9 +153,13 @@ async def _path(
     ``root``: the app's checkout (``--baseline``: another version's)."""
     loads = Loads(tuple(sorted(set(args.concurrency))), args.reply_tokens, max(1, args.rounds))
     out, open_loop = args.out, _open_loop(args, plan)
-    if path == "engine":
+    if path == "engine":  # vLLM's AsyncLLM here: imported for these two paths only
+        from .raw_engine import engine_path
+
         return [], *await engine_path(plan, loads, open_loop)
     if path == "cores":
+        from .cores import cores_path
+
         return [], *await cores_path(plan, loads, args.engines, open_loop)
     group: dict[str, str] = {}
     if path == "workers":

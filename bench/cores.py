@@ -26,7 +26,7 @@ from deploy.vllm_internals import shut_down
 
 from .measure import LoadResult, Loads, ProcessWatch, ReplyTiming, measure_loads, timed
 from .openloop import OpenLoop, RateResult, Turn, run_rate, sweep
-from .paths import engine_load, engine_request, engine_talker
+from .raw_engine import engine_load, engine_request, engine_talker
 from .traffic import Conversation
 
 __all__ = ["cores_path"]

@@ -6,22 +6,12 @@ import asyncio
 import contextlib
 import functools
 import os
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm import SamplingParams
-from vllm.inputs import TokensPrompt
-from vllm.sampling_params import RequestOutputKind
-from vllm.v1.engine.async_llm import AsyncLLM
-
-from deploy.engine_args import build_engine_args
-from deploy.model_info import load_model_info
 from deploy.plan import Plan
 from deploy.system_prompts import resolve_system_prompt
-from deploy.vllm_internals import shut_down
-from engine.prompt import PromptBuilder
 from testing.chat_client import ChatClient
 from testing.servers import ROOT, AppServer, Server, openai_server
 
@@ -33,11 +23,10 @@ from .measure import (
     Round,
     measure_loads,
     summarise,
-    timed,
 )
 from .openloop import OpenLoop, RateResult, Turn, run_rate, sweep
 from .profile import profiled
-from .talk import engine_conversation, socket_conversation
+from .talk import socket_conversation
 from .traffic import Conversation
 
 __all__ = [
@@ -45,9 +34,6 @@ __all__ = [
     "UNLIMITED",
     "VllmServer",
     "app_path",
-    "engine_load",
-    "engine_path",
-    "engine_request",
     "http_path",
     "remote_path",
     "vllm_server",
@@ -76,72 +62,6 @@ UNLIMITED = {
 def _settings_env() -> dict[str, str]:
     """This run's ERNIE_* settings, for the apps it starts (they read no other)."""
     return {k: v for k, v in os.environ.items() if k.startswith("ERNIE_")}
-
-
-async def _drain(llm: AsyncLLM, prompt: list[int], params: SamplingParams) -> ReplyTiming:
-    request_id = f"bench-{os.urandom(8).hex()}"
-    sent, first, frames = time.monotonic(), None, 0
-    async for output in llm.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id):
-        if output.outputs[0].token_ids:
-            frames += 1
-            first = first or time.monotonic()
-    now = time.monotonic()
-    return ReplyTiming(sent, first or now, now, frames)
-
-
-def engine_request(plan: Plan, reply_tokens: int) -> tuple[list[int], SamplingParams]:
-    """The bench's first message as the app would send it, and its sampling parameters."""
-    settings = plan.settings
-    model = load_model_info(settings)
-    prompt = PromptBuilder(model.tokenizer, max_model_len=settings.max_model_len).build(
-        [],
-        PROMPT,
-        system_prompt=resolve_system_prompt(settings.system_prompt),
-        reply_budget=reply_tokens,
-    )
-    params = SamplingParams(  # the model's sampling defaults, as the app and vLLM's server use
-        max_tokens=reply_tokens,
-        ignore_eos=True,  # and no stop ids: every reply runs to reply_tokens, as the app's
-        output_kind=RequestOutputKind.DELTA,
-        **model.sampling_defaults,
-    )
-    return prompt.token_ids, params
-
-
-async def engine_load(
-    llm: AsyncLLM, request: tuple[list[int], SamplingParams], chats: int
-) -> list[ReplyTiming]:
-    """``chats`` replies at once from ``llm``."""
-    return list(await asyncio.gather(*(_drain(llm, *request) for _ in range(chats))))
-
-
-def engine_talker(plan: Plan, llm: AsyncLLM) -> Converse:
-    """Conversations straight to ``llm``, prompts built as the app builds them."""
-    settings = plan.settings
-    model = load_model_info(settings)
-    builder = PromptBuilder(model.tokenizer, max_model_len=settings.max_model_len)
-    defaults = {"system_prompt": resolve_system_prompt(settings.system_prompt)}
-    defaults["sampling"] = model.sampling_defaults
-    return functools.partial(engine_conversation, llm, builder, defaults)
-
-
-async def engine_path(
-    plan: Plan, loads: Loads, open_loop: OpenLoop | None = None
-) -> tuple[list[LoadResult], list[RateResult]]:
-    """The raw AsyncLLM in this process, vLLM's own detokenizer: the ceiling."""
-    request = engine_request(plan, loads.reply_tokens)
-    llm = AsyncLLM.from_engine_args(build_engine_args(plan))
-    watch = ProcessWatch(os.getpid())
-    try:
-        load = timed(watch, lambda chats: engine_load(llm, request, chats))
-        closed = await measure_loads("engine", loads, watch, load)
-        if open_loop is None:
-            return closed, []
-        run = functools.partial(run_rate, engine_talker(plan, llm))
-        return closed, await sweep("engine", run, open_loop)
-    finally:
-        watch.close()
-        await shut_down(llm)
 
 
 async def _chat_round(urls: Sequence[str], chats: int, watch: ProcessWatch, path: str) -> Round:
