@@ -84,6 +84,14 @@ class AccessSettings(RecordedSettings):
         description="Connections one client address may hold open at a group's HAProxy "
         "(idle ones too), so a flood from one address cannot starve the others.",
     )
+    request_timeout_s: float = Field(
+        10,
+        ge=1,
+        le=300,
+        description="How long a client of a group's HAProxy may take to send a request's "
+        "headers, or leave a kept-alive connection idle: a connection that says nothing "
+        "for longer is closed, so idle ones cannot hold the port.",
+    )
     socket_timeout_s: float = Field(
         40,
         ge=4,

@@ -77,7 +77,10 @@ class Group:
         own = settings.auth_proxy_secret is None  # else an outer proxy proves addresses
         secret = secrets.token_hex(32) if own else None
         self.forwarding = Forwarding(
-            settings.auth_proxy_secret_header, secret, settings.max_connections_per_address
+            settings.auth_proxy_secret_header,
+            secret,
+            settings.max_connections_per_address,
+            settings.request_timeout_s,
         )
         self._stopping = False
 

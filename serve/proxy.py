@@ -73,11 +73,14 @@ class Forwarding:
     With its own secret HAProxy is the front door: it drops every forwarding header a
     client sent and names the peer it saw, and holds each address to ``per_address``
     connections. Behind an outer proxy every connection comes from that proxy: its
-    headers pass, and the cap is the outer proxy's to keep."""
+    headers pass, and the cap is the outer proxy's to keep. Either way a connection that
+    sends no whole request within ``request_timeout_s`` (or stays idle between requests
+    that long) is closed."""
 
     header: str
     secret: str | None  # None: an outer proxy sets the header and the address; pass them
     per_address: int = 256
+    request_timeout_s: float = 10
 
 
 # A client's own word for its address or the page's origin, in any of the usual names.
@@ -117,14 +120,16 @@ def config_text(
 
     Header names with anything but letters, digits and hyphens are dropped
     (``X_Forwarded_For`` reached the app as ``X-Forwarded-For``); a request must arrive
-    whole within 10 s and an idle keep-alive connection ends after 10 s, so idle
-    connections cannot hold the port; a chat's websocket may stay open and quiet an hour.
+    whole within ``ERNIE_REQUEST_TIMEOUT_S`` (10 s) and an idle keep-alive connection ends
+    after as long, so idle connections cannot hold the port; a chat's websocket may stay
+    open and quiet an hour.
     A worker that refuses a connection is down at once, and a request that a worker
     refused or closed unanswered goes to another (a dead unit's two workers have the
     fewest connections: before its checks failed, new pages went there, and got a 503
     after three refusals or a 502 from a worker that stopped under them).
     """
     host, port = public
+    request = f"{round(forwarding.request_timeout_s * 1000)}ms"
     servers = "\n".join(
         f"  server w{i} 127.0.0.1:{p} cookie w{i} check inter 1s fall 2 rise 1 "
         "observe layer4 error-limit 1 on-error mark-down"
@@ -139,8 +144,8 @@ defaults
   retry-on conn-failure empty-response
   option redispatch 1
   timeout connect 5s
-  timeout http-request 10s
-  timeout http-keep-alive 10s
+  timeout http-request {request}
+  timeout http-keep-alive {request}
   timeout client 30s
   timeout client-fin 10s
   timeout server {HOUR}

@@ -47,6 +47,7 @@ GROUP_ENV = DEMO_APP_ENV | {
     "ERNIE_MAX_CHATS_PER_ADDRESS": str(CHATS),
     "ERNIE_USER_MAX_REPLIES": str(REPLIES),
     "ERNIE_MAX_CONNECTIONS_PER_ADDRESS": str(CONNECTIONS),
+    "ERNIE_REQUEST_TIMEOUT_S": "3",  # idle connections are closed within a test
 }
 REPO = "test-org/scripted"
 FIRST_ANSWER_S = 900  # the launcher may wait that long for idle CPU before HAProxy is up

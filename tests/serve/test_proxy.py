@@ -30,6 +30,7 @@ def test_the_group_proxy_pins_browsers_and_proves_addresses(tmp_path: Path) -> N
     assert "server w0 127.0.0.1:9001 cookie w0" in text and "127.0.0.1:9002 cookie w1" in text
     assert "set-header X-Proxy-Secret " + "s" * 64 in text
     assert "set-header X-Forwarded-For %[src]" in text  # the client's, not a forged one
+    assert "timeout http-request 10000ms" in text  # a connection that says nothing ends
 
 
 def test_behind_an_outer_proxy_its_headers_pass_untouched(tmp_path: Path) -> None:

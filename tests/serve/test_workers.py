@@ -221,7 +221,8 @@ async def test_through_haproxy_a_client_naming_its_own_address_gets_no_more_chat
 
 async def test_idle_connections_from_one_address_cannot_take_the_port(group: AppServer) -> None:
     """300 idle TCP connections made /healthz through HAProxy time out (maxconn 256 under a
-    1,024 open-file limit, a client timeout of an hour, no request timeout)."""
+    1,024 open-file limit, a client timeout of an hour, no request timeout). The group's
+    ERNIE_REQUEST_TIMEOUT_S is 3 s: those under the address's cap are closed after it."""
     flood, refused_at_once = await idle_connections(group.url, visitor(), 300)
     try:
         async with async_http_client(visitor()) as http:
