@@ -76,6 +76,14 @@ class Settings(AccessSettings):
         description="The API key the vLLM servers were started with (vllm serve --api-key); "
         "sent as a bearer token. Use https:// URLs for TLS.",
     )
+    remote_wait_s: float = Field(
+        600,
+        ge=0,
+        le=86400,
+        description="How long the app waits at start for a remote server that does not "
+        "answer yet (vllm serve opens its port once its model is loaded), asking every 2 s, "
+        "before it gives up; 0: not at all.",
+    )
     workers: int | None = Field(
         None,
         ge=1,

@@ -28,6 +28,13 @@ from typing import Any
 
 import httpx
 from httpx_sse import aconnect_sse
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_fixed,
+)
 from vllm import SamplingParams
 
 from deploy.database import redact
@@ -49,6 +56,11 @@ logger = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 600.0  # between two events of a stream: a long queue on a busy server
 KEEPALIVE_S = 3.0
+UP_POLL_S = 2.0  # how often a server that is not up yet is asked again
+
+
+class _NotUpError(RemoteServerError):
+    """The server refused the connection, or a proxy before it said 502-504: not up yet."""
 
 
 @dataclass(frozen=True)
@@ -112,12 +124,15 @@ class RemoteBackend:
         key = settings.remote_api_key
         headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
         client = httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers)
+        wait_s = settings.remote_wait_s
         try:
-            servers = [await _describe(client, url) for url in settings.remote_urls]
+            servers = [await _once_up(client, url, wait_s) for url in settings.remote_urls]
         except RemoteServerError as exc:
             await client.aclose()
+            waited = isinstance(exc, _NotUpError) and wait_s > 0
+            said = f"{exc}, for {wait_s:.0f} s ({env_name('remote_wait_s')})" if waited else exc
             fix = f"check {env_name('remote_url')} and that vllm serve runs there"
-            raise BackendStartError(f"{exc}; {fix}") from None
+            raise BackendStartError(f"{said}; {fix}") from None
         for server in servers:
             logger.info("remote engine: %s serves %s", redact(server.url), server.model)
         return cls(client, servers, settings)
@@ -221,11 +236,36 @@ class RemoteBackend:
         await self._client.aclose()
 
 
+async def _once_up(client: httpx.AsyncClient, url: str, wait_s: float) -> RemoteServer:
+    """``_describe``, asked again every ``UP_POLL_S`` for ``wait_s`` while the server is not
+    up (an app started beside its vllm serve: a compose file, a reboot) and said once."""
+
+    def waiting(state: RetryCallState) -> None:
+        if state.attempt_number == 1 and state.outcome is not None:
+            why, setting = state.outcome.exception(), env_name("remote_wait_s")
+            logger.warning("remote engine: %s; waiting up to %.0f s (%s)", why, wait_s, setting)
+
+    retrying = AsyncRetrying(
+        retry=retry_if_exception_type(_NotUpError),
+        stop=stop_after_delay(wait_s),
+        wait=wait_fixed(UP_POLL_S),
+        before_sleep=waiting,
+        reraise=True,
+    )
+    return await retrying(_describe, client, url)
+
+
 async def _describe(client: httpx.AsyncClient, url: str) -> RemoteServer:
-    """What the server at ``url`` serves; ``RemoteServerError`` if it does not answer."""
+    """What the server at ``url`` serves; ``_NotUpError`` if nothing answers there yet,
+    ``RemoteServerError`` if it answers wrong."""
     url = url.rstrip("/")
     try:
         response = await client.get(f"{url}/v1/models", timeout=CONNECT_TIMEOUT_S)
+    except httpx.TransportError as exc:
+        raise _NotUpError(f"{redact(url)} did not answer /v1/models ({exc!r})") from None
+    if response.status_code in (502, 503, 504):
+        raise _NotUpError(f"{redact(url)} answered /v1/models with {response.status_code}")
+    try:
         response.raise_for_status()
         models = response.json()["data"]
     except (httpx.HTTPError, ValueError, KeyError) as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 import unittest.mock
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,7 +34,8 @@ from testing.chat_client import ChatClient, wait_ready
 from testing.demo import hermetic_settings
 from testing.engines import collect, text_of
 from testing.polling import until
-from testing.servers import AppServer, Server
+from testing.relay import relay
+from testing.servers import AppServer, Server, free_port
 
 SCRIPT = "".join(SCRIPTED_REPLY)
 
@@ -153,19 +155,20 @@ async def test_stopping_a_reply_aborts_it_on_the_server(
     await until_idle(vllm_server, remote)
 
 
-async def test_an_unreachable_server_fails_the_engine_in_one_line(scripted_model: Path) -> None:
-    engine = ChatEngine.from_settings(
-        hermetic_settings(
-            model=str(scripted_model), engine="remote", remote_url="http://127.0.0.1:9"
-        )
-    )
+async def test_a_server_that_never_comes_up_fails_the_engine_in_one_line(
+    scripted_model: Path,
+) -> None:
+    """Asked again for ERNIE_REMOTE_WAIT_S, then failed, in one line that says so."""
+    remote = {"engine": "remote", "remote_url": "http://127.0.0.1:9", "remote_wait_s": 3}
+    engine = ChatEngine.from_settings(hermetic_settings(model=str(scripted_model), **remote))
+    started = time.monotonic()
     engine.start()
     with contextlib.suppress(Exception):
         await engine.wait_ready()
     status = engine.status()
-    assert status.state is EngineState.FAILED
+    assert status.state is EngineState.FAILED and time.monotonic() - started >= 3
     assert status.reason and "http://127.0.0.1:9" in status.reason
-    assert "\n" not in status.reason
+    assert "for 3 s (ERNIE_REMOTE_WAIT_S)" in status.reason and "\n" not in status.reason
     await engine.shutdown()
 
 
@@ -180,38 +183,51 @@ def test_remote_settings_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert load_settings().remote_urls == ["http://a:8000", "https://b"]
 
 
-async def test_the_app_chats_and_stops_on_the_remote_engine(
+async def test_the_app_waits_for_its_server_then_chats_and_stops(
     vllm_server: Server, scripted_model: Path, tmp_path: Path
 ) -> None:
+    """Started before its server (one compose file, a reboot), the app said "failed" at
+    once and stayed so: it waits, loading, until the server answers on its port."""
+    port = free_port()  # nothing listens there yet
     env = {
         "ERNIE_MODEL": str(scripted_model),
         "ERNIE_ENGINE": "remote",
-        "ERNIE_REMOTE_URL": vllm_server.url,
+        "ERNIE_REMOTE_URL": f"http://127.0.0.1:{port}",
         "ERNIE_MAX_MODEL_LEN": "2048",
         "ERNIE_MAX_TOKENS": "48",
         "ERNIE_HISTORY_URL": "off",
     }
     # A developer's start command (the others use scripts/start.sh's launcher).
     with AppServer.run(env, tmp_path / "app.log", app="app.py") as app:
-        ready = await wait_ready(app.url, 120)
-        assert ready["capacity"]["backend"] == "remote"
-        async with ChatClient.connect(app.url) as chat:
-            reply = await chat.send("你好", timeout_s=120)
-            assert reply.error is None and reply.final is not None
-            assert reply.final.startswith("**注意**：正文")  # the app's fix moves the colon
-            assert STATS_LINE in reply.final and "48 tokens" in reply.final
-            thinking = [m for m in chat.messages if "Thinking" in m]
-            assert thinking, chat.messages  # the thinking state came before the text
-            await chat.change_settings(
-                {"temperature": 0.5, "top_p": 0.9, "max_tokens": 1024, "system_prompt": "zh"}
-            )
-            long = asyncio.create_task(chat.send("再来", timeout_s=120))
-            await until(lambda: chat.reply is not reply and chat.reply.frames, 60, "new text")
-            await chat.stop()
-            stopped = await long
-        assert stopped.error is None and len(stopped.text) < 1024
-        await app.wait_for_running(0, within_s=10)  # the app let the request go
-        assert await running_on_server(vllm_server) == 0  # and so did the server
+        waiting = "waiting up to 600 s (ERNIE_REMOTE_WAIT_S)"  # on its console
+        await until(lambda: waiting in app.log.read_text(), 120, "the waiting line")
+        assert app.readyz()[1]["state"] == "loading"
+        async with relay(port, vllm_server.url):  # the server comes up on its port
+            await ready_and_chatting(app, vllm_server)
+
+
+async def ready_and_chatting(app: AppServer, vllm_server: Server) -> None:
+    """The app on the remote engine: a reply with its stats, and a stop that frees the
+    server's request."""
+    ready = await wait_ready(app.url, 120)
+    assert ready["capacity"]["backend"] == "remote"
+    async with ChatClient.connect(app.url) as chat:
+        reply = await chat.send("你好", timeout_s=120)
+        assert reply.error is None and reply.final is not None
+        assert reply.final.startswith("**注意**：正文")  # the app's fix moves the colon
+        assert STATS_LINE in reply.final and "48 tokens" in reply.final
+        thinking = [m for m in chat.messages if "Thinking" in m]
+        assert thinking, chat.messages  # the thinking state came before the text
+        await chat.change_settings(
+            {"temperature": 0.5, "top_p": 0.9, "max_tokens": 1024, "system_prompt": "zh"}
+        )
+        long = asyncio.create_task(chat.send("再来", timeout_s=120))
+        await until(lambda: chat.reply is not reply and chat.reply.frames, 60, "new text")
+        await chat.stop()
+        stopped = await long
+    assert stopped.error is None and len(stopped.text) < 1024
+    await app.wait_for_running(0, within_s=10)  # the app let the request go
+    assert await running_on_server(vllm_server) == 0  # and so did the server
 
 
 async def test_credentials_in_a_server_url_stop_the_app_in_one_line(
