@@ -46,5 +46,5 @@ def test_check_load_prints_the_kv_capacity_vllm_logs(
     assert logged and ours, result.stdout[-3000:]
     assert ours.group(1) == logged.group(1)
     assert re.search(r"^backend: CPU on CPU .*attention CPU_ATTN, bfloat16$", result.stdout, re.M)
-    assert "ERNIE_GPU_MEMORY_UTILIZATION=0.3 (CPU backend default)" in result.stdout
+    assert "ERNIE_GPU_MEMORY_UTILIZATION=0.08 (environment)" in result.stdout
     assert "ERNIE_MAX_MODEL_LEN=16384 (profile balanced)" in result.stdout

@@ -191,12 +191,21 @@ def test_profile_value_is_fitted_to_the_model_and_explicit_values_win(
     monkeypatch.setenv("ERNIE_MODEL", str(demo_model))
     monkeypatch.setenv("ERNIE_PROFILE", "high-concurrency")
     monkeypatch.setenv("ERNIE_MAX_NUM_SEQS", "64")
+    monkeypatch.setenv("ERNIE_KV_CACHE_GB", "0.5")  # not a share of what the session leaves
     assert main(["check"]) == 0
     out = capsys.readouterr().out
     assert "ERNIE_PROFILE                    'high-concurrency'  # environment" in out
     assert "ERNIE_MAX_MODEL_LEN              4096  # profile high-concurrency" in out
     assert "ERNIE_MAX_NUM_SEQS               64  # environment" in out
     assert "checks passed" in out
+
+
+def test_the_cpu_backend_s_share_of_ram_is_its_own_default() -> None:
+    """A profile's GPU share of RAM would not be free: the CPU backend takes 0.3, and says so."""
+    hardware = Hardware("cpu", (), 24 * GiB, 20 * GiB, ("bfloat16",), cpus=2)
+    cpu = Plan(hermetic_settings(), ERNIE_03B, hardware)
+    assert cpu.memory_share == 0.3
+    assert cpu.sources()["gpu_memory_utilization"] == "CPU backend default"
 
 
 def plan(

@@ -91,6 +91,7 @@ def test_check_prints_settings_and_exits_0(
     demo_model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     env = {"ERNIE_MAX_TOKENS": "99", "ERNIE_MODEL": str(demo_model)}
+    env |= {"ERNIE_KV_CACHE_GB": "0.5"}  # not a share of what the session's servers leave
     code, out, err = run_check(env, monkeypatch, capsys)
     assert code == 0, err
     assert "ERNIE_MAX_TOKENS" in out and "99  # environment" in out
