@@ -137,10 +137,14 @@ class AccessSettings(RecordedSettings):
         return self.allowed_hosts.split(",") if self.allowed_hosts else []
 
     @property
+    def signs_in(self) -> bool:
+        """Whether visitors sign in (a users file, or a trusted proxy's header)."""
+        return self.users_file is not None or self.auth_header is not None
+
+    @property
     def kept_history_url(self) -> str | None:
         """Where chats are kept: nowhere without sign-in (no one would own them)."""
-        signed_in = self.users_file is not None or self.auth_header is not None
-        return self.history_url if signed_in else None
+        return self.history_url if self.signs_in else None
 
     @field_validator("history_url")
     @classmethod

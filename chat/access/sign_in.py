@@ -53,7 +53,7 @@ def register(settings: Settings) -> bool:
         proxy = (settings.auth_header, settings.auth_proxy_secret_header, secret)
         _register_header(*proxy)
     _check_sessions(Validity(settings.users_file, proxy, lifetime_s))
-    return settings.users_file is not None or settings.auth_header is not None
+    return settings.signs_in
 
 
 def _user(name: str, provider: str) -> cl.User:
