@@ -19,7 +19,11 @@ fi
 .venv/bin/ruff check deploy engine chat serve testing bench tests scripts app.py
 .venv/bin/ruff format --check deploy engine chat serve testing bench tests scripts app.py
 # mypy beside pytest, on the CPU the tests leave idle (Linux's idle class); its verdict
-# counts the same, printed after pytest's.
+# counts the same, printed after pytest's. Its cache is kept between checkouts on this
+# machine, as the test environment is: mypy checks each file's hash against it, so a fresh
+# clone re-checks only what differs (0.7 s instead of 20 s of CPU, most of it vLLM's and
+# torch's modules).
+export MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ernie-chat/mypy}"
 mypy_log="$(mktemp)"
 chrt --idle 0 .venv/bin/mypy > "$mypy_log" 2>&1 &
 mypy_pid=$!

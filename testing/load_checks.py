@@ -1,9 +1,10 @@
-"""``python -m engine check --load`` as operators run it, twice at once (their engine loads
-overlap): sized by the memory share, and with a share too small for vLLM's worker.
+"""The start-up checks as operators run them, at once: ``python -m engine check --load``
+twice (their engine loads overlap), sized by the memory share and with a share too small
+for vLLM's worker; and ``chainlit run app.py`` with a bad setting, which stops at start.
 
-Two engine loads that no other test waits on: the session starts them at collection, at the
-lowest priority (``testing.background``), so they load while the CPU would idle, and the
-tests that read them (``tests/deploy``) find them done.
+Three processes that no test watches while they run: the session starts them at
+collection, at the lowest priority (``testing.background``), so they run while the CPU
+would idle, and the tests that read them (``tests/deploy``) find them done.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ from .servers import ROOT, clean_environ
 
 __all__ = ["CHECKS", "run_load_checks"]
 
+LOAD = ["-m", "engine", "check", "--load"]
+APP = ["-m", "chainlit", "run", "app.py", "--headless", "--port", "1"]  # a developer's start
 # Shares of RAM, not sizes: only vLLM knows the KV cache then. Small ones: the CPU backend's
 # default (0.3, 7 GiB here) was checked against what the session's servers leave free.
 CHECKS = {
-    "sized by share": {"ERNIE_GPU_MEMORY_UTILIZATION": "0.08"},
-    "share too small": {"ERNIE_GPU_MEMORY_UTILIZATION": "0.01"},
+    "sized by share": (LOAD, {"ERNIE_GPU_MEMORY_UTILIZATION": "0.08"}),
+    "share too small": (LOAD, {"ERNIE_GPU_MEMORY_UTILIZATION": "0.01"}),
+    "bad setting at start": (APP, {"ERNIE_BLOCK_SIZE": "48"}),
 }
 
 
@@ -38,8 +42,8 @@ def _run(folder: Path) -> dict[str, subprocess.CompletedProcess[str]]:
     model = write_demo_model(folder / "model")
     started = {
         name: subprocess.Popen(
-            [*lowest_priority(), sys.executable, "-m", "engine", "check", "--load"],
-            cwd=folder,
+            [*lowest_priority(), sys.executable, *command],
+            cwd=ROOT if command is APP else folder,
             env=clean_environ(
                 PYTHONPATH=str(ROOT), ERNIE_MODEL=str(model), ERNIE_WARMUP="false", **extra
             ),
@@ -47,7 +51,7 @@ def _run(folder: Path) -> dict[str, subprocess.CompletedProcess[str]]:
             stderr=subprocess.PIPE,
             text=True,
         )
-        for name, extra in CHECKS.items()
+        for name, (command, extra) in CHECKS.items()
     }
     finished = {name: process.communicate(timeout=900) for name, process in started.items()}
     return {

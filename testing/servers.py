@@ -32,7 +32,15 @@ from serve.proxy import SOCKET, ask
 from .background import environ
 from .polling import until
 
-__all__ = ["ROOT", "AppServer", "Server", "free_port", "openai_server", "serve_flags"]
+__all__ = [
+    "ROOT",
+    "AppServer",
+    "Server",
+    "free_port",
+    "openai_server",
+    "serve_flags",
+    "signal_every_server",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 # The engine arguments the app sets (deploy.engine_args), as vLLM's server flags.
@@ -52,6 +60,16 @@ SERVE_FLAGS = (
 
 
 GIVEN: set[int] = set()  # this session's ports: a server may bind its own minutes later
+RUNNING: set[int] = set()  # the process groups of the servers whose blocks still run
+
+
+def signal_every_server() -> None:
+    """SIGTERM to every server still running, all at once: at the session's end each
+    server's own stop then waits for a process already on its way out (one after the
+    other, the session's servers took 6.5 s to stop)."""
+    for group in list(RUNNING):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -108,10 +126,12 @@ class Server:
                 preexec_fn=None if open_files is None else limit_open_files,
             )
         server = cls(f"http://127.0.0.1:{port}", process, log)
+        RUNNING.add(process.pid)
         try:
             yield server
         finally:
             server.stop()
+            RUNNING.discard(process.pid)
 
     def wait(self, path: str, timeout_s: float) -> None:
         """Until ``path`` answers 200 (the process must stay alive meanwhile)."""

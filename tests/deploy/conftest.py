@@ -1,4 +1,4 @@
-"""The engine's load checks (``testing.load_checks``), started when the session collected."""
+"""The start-up checks (``testing.load_checks``), started when the session collected."""
 
 from __future__ import annotations
 

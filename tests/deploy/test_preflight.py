@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +19,6 @@ from deploy.preflight import check_plan
 from deploy.settings import SettingsError
 from engine.cli import main
 from testing.demo import hermetic_settings
-from testing.servers import ROOT
 
 GiB = 1 << 30
 ERNIE_03B = ModelShape(
@@ -321,18 +318,12 @@ def test_engine_process_failure_is_translated_from_its_root_cause(
     assert "on kv cache allocation" in result.stdout  # vLLM's own words stay in the log
 
 
-def test_the_app_stops_at_start_with_the_same_line(demo_model: Path) -> None:
-    """``chainlit run app.py`` with a bad setting: exit 2, one line on stderr, no server."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("ERNIE_")}
-    env = {**clean, "ERNIE_MODEL": str(demo_model), "ERNIE_BLOCK_SIZE": "48"}
-    result = subprocess.run(
-        [sys.executable, "-m", "chainlit", "run", "app.py", "--headless", "--port", "1"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+def test_the_app_stops_at_start_with_the_same_line(
+    load_checks: dict[str, subprocess.CompletedProcess[str]],
+) -> None:
+    """``chainlit run app.py`` with a bad setting: exit 2, one line on stderr, no server
+    (run at collection, ``testing.load_checks``)."""
+    result = load_checks["bad setting at start"]
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip().splitlines() == [
         "error: ERNIE_BLOCK_SIZE=48: the CPU attention kernels take multiples of 32; "
