@@ -29,7 +29,7 @@ import httpx
 
 from .demo import DEMO_APP_ENV
 from .hub import HubServer
-from .servers import AppServer
+from .servers import AppServer, probe
 
 __all__ = ["CHATS", "CONNECTIONS", "GROUP_ENV", "REPLIES", "StartingGroup", "group_started"]
 
@@ -80,8 +80,9 @@ def group_started(
 
 def _first_answer(server: AppServer) -> httpx.Response:
     deadline = time.monotonic() + FIRST_ANSWER_S
-    while time.monotonic() < deadline and server.process.poll() is None:
-        with contextlib.suppress(httpx.HTTPError):
-            return httpx.get(server.url, timeout=5)
-        time.sleep(0.1)
+    with probe() as client:
+        while time.monotonic() < deadline and server.process.poll() is None:
+            with contextlib.suppress(httpx.HTTPError):
+                return client.get(server.url)
+            time.sleep(0.1)
     raise AssertionError(f"nothing answered on {server.url}: {server.log.read_text()[-2000:]}")

@@ -30,7 +30,7 @@ from deploy.users import add_user
 
 from . import background
 from .images import Container, build_test_image, image_config
-from .servers import free_port
+from .servers import free_port, probe
 
 __all__ = ["BUILD_S", "ENV", "PASSWORD", "FirstStart", "first_start", "started", "wait_ready"]
 
@@ -83,11 +83,12 @@ def wait_ready(box: Container, url: str, log: Path, timeout_s: float = 300) -> N
     """Until the container's ``/readyz`` says ready; AssertionError with its console's end
     if it exits or the time runs out."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and box.process.poll() is None:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        time.sleep(1)
+    with probe() as client:
+        while time.monotonic() < deadline and box.process.poll() is None:
+            with contextlib.suppress(httpx.HTTPError):
+                if client.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    return
+            time.sleep(1)
     raise AssertionError(f"the container never got ready:\n{log.read_text()[-3000:]}")
 
 
