@@ -153,6 +153,11 @@ class ChatEngine(Supervisor):
         except BackendDeadError as exc:
             self.engine_died(exc.cause)
             raise self.unavailable() from exc
+        except (GeneratorExit, asyncio.CancelledError):
+            # Stopped or dropped before the engine's end came back (the remote backend's
+            # always is): the log still gets the reply's line.
+            logger.info("request %s stopped: %s", request_id, tally.stats().summary())
+            raise
         if tally.finish_reason not in ("stop", "length", "abort"):
             logger.error("request %s finished with %r", request_id, tally.finish_reason)
             raise GenerationError()

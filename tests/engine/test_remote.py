@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import re
 import time
 import unittest.mock
 from collections.abc import AsyncIterator
@@ -228,6 +229,10 @@ async def ready_and_chatting(app: AppServer, vllm_server: Server) -> None:
     assert stopped.error is None and len(stopped.text) < 1024
     await app.wait_for_running(0, within_s=10)  # the app let the request go
     assert await running_on_server(vllm_server) == 0  # and so did the server
+    # Each reply has its line in the app's log, the stopped one too (it had none).
+    ended = functools.partial(re.findall, r"request chat-\w+ (\w+): \d+ tokens")
+    await until(lambda: len(ended(app.log.read_text())) == 2, 10, "a line for each reply")
+    assert ended(app.log.read_text())[0] == "length"
 
 
 async def test_credentials_in_a_server_url_stop_the_app_in_one_line(
