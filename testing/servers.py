@@ -32,16 +32,7 @@ from serve.proxy import SOCKET, ask
 from .background import environ
 from .polling import until
 
-__all__ = [
-    "ROOT",
-    "AppServer",
-    "Server",
-    "free_port",
-    "openai_server",
-    "probe",
-    "serve_flags",
-    "signal_every_server",
-]
+__all__ = ["ROOT", "AppServer", "Server", "free_port", "openai_server", "probe", "serve_flags"]
 
 ROOT = Path(__file__).resolve().parent.parent
 # The engine arguments the app sets (deploy.engine_args), as vLLM's server flags.
@@ -61,7 +52,6 @@ SERVE_FLAGS = (
 
 
 GIVEN: set[int] = set()  # this session's ports: a server may bind its own minutes later
-RUNNING: set[int] = set()  # the process groups of the servers whose blocks still run
 
 
 def probe() -> httpx.Client:
@@ -69,15 +59,6 @@ def probe() -> httpx.Client:
     and with it a TLS context from the CA bundle (30-40 ms of CPU), at every try; polling
     loops spent 86 s of the test process's CPU there (py-spy, a fresh clone's run)."""
     return httpx.Client(timeout=5)
-
-
-def signal_every_server() -> None:
-    """SIGTERM to every server still running, all at once: at the session's end each
-    server's own stop then waits for a process already on its way out (one after the
-    other, the session's servers took 6.5 s to stop)."""
-    for group in list(RUNNING):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -134,12 +115,10 @@ class Server:
                 preexec_fn=None if open_files is None else limit_open_files,
             )
         server = cls(f"http://127.0.0.1:{port}", process, log)
-        RUNNING.add(process.pid)
         try:
             yield server
         finally:
             server.stop()
-            RUNNING.discard(process.pid)
 
     def wait(self, path: str, timeout_s: float) -> None:
         """Until ``path`` answers 200 (the process must stay alive meanwhile)."""

@@ -40,7 +40,7 @@ from testing.image_run import FirstStart, first_start
 from testing.images import build_test_image
 from testing.load_checks import run_load_checks
 from testing.locks import gpu_lock_report
-from testing.servers import AppServer, Server, openai_server, signal_every_server
+from testing.servers import AppServer, Server, openai_server
 
 pytest_plugins = ["testing.chat_apps"]  # the chat tests' apps
 
@@ -223,14 +223,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         background.start("image", build_test_image)
     if "test_locks.py" in selected:
         background.start("gpu lock", gpu_lock_report)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """Before the session's servers are torn down (after its last test), signal them all
-    at once (``testing.servers.signal_every_server``)."""
-    if nextitem is None:
-        signal_every_server()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
