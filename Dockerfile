@@ -56,9 +56,13 @@ USER 1000:1000
 # download the model or compile again; signed-in users' chats and the full log are kept
 # there too.
 # SETUP_KIND: start.sh checks this image's lock.
+# ERNIE_ALLOWED_HOSTS: the image listens on every address, where the app cannot know its
+# names; it answers localhost only (a guard against DNS rebinding) until the operator
+# lists the names it is reached by (docs/operations.md, Docker).
 ENV HF_HOME=/data/huggingface VLLM_CACHE_ROOT=/data/vllm TORCHINDUCTOR_CACHE_DIR=/data/inductor \
     SETUP_KIND=${TARGET} \
-    ERNIE_HISTORY_URL=sqlite:////data/history.db ERNIE_LOG_FILE=/data/logs/ernie-chat.log
+    ERNIE_HISTORY_URL=sqlite:////data/history.db ERNIE_LOG_FILE=/data/logs/ernie-chat.log \
+    ERNIE_ALLOWED_HOSTS=localhost
 VOLUME ["/data"]
 
 EXPOSE 8000

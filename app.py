@@ -7,5 +7,8 @@ setting stops here, in one line) with sign-in, history and the routes turned on.
 """
 
 from chat import open_app
+from serve.connections import limit_connections
 
-open_app()
+# Chainlit's own server then closes idle connections and caps one address's, as
+# ``python -m serve`` does.
+limit_connections(open_app().engine.settings)

@@ -13,6 +13,7 @@ from pathlib import Path
 from deploy.plan import Plan
 from deploy.system_prompts import resolve_system_prompt
 from testing.chat_client import ChatClient
+from testing.demo import NO_LIMITS
 from testing.servers import ROOT, AppServer, Server, openai_server
 
 from .measure import (
@@ -52,11 +53,7 @@ PROMPT = (
 READY_TIMEOUT_S = 900
 # Every chat of a run comes from this machine's one address: the load, not the per-address
 # limits, is measured (a run's own ERNIE_* settings still win).
-UNLIMITED = {
-    "ERNIE_USER_MAX_REPLIES": "1000000",
-    "ERNIE_USER_MESSAGES_PER_MINUTE": "1000000",
-    "ERNIE_MAX_CHATS_PER_ADDRESS": "1000000",
-}
+UNLIMITED = NO_LIMITS
 
 
 def _settings_env() -> dict[str, str]:

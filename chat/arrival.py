@@ -12,9 +12,11 @@ could be handled before its chat was set up, and was lost. So:
 * a socket that comes back to its session (a phone changing networks, a proxy restarting)
   runs ``on_reconnect`` in the chat's context: what the chat missed is delivered.
 
-Usage::
+Usage (``chat.events`` wires the steps)::
 
-    register(on_reconnect=handlers.reconnected)
+    arrival = Arrival(on_reconnect=handlers.reconnected)
+    {"connection_successful": [arrival.connected], "client_message": [arrival.message],
+     "disconnect": [arrival.disconnected]}
 """
 
 from __future__ import annotations
@@ -24,49 +26,59 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from chainlit.server import sio
 from chainlit.session import WebsocketSession
 
-__all__ = ["RESUME_WAIT_S", "register"]
+from .events import Handler
+
+__all__ = ["RESUME_WAIT_S", "Arrival"]
 
 RESUME_WAIT_S = 10.0
 
 
-def register(on_reconnect: Callable[[], Awaitable[None]]) -> None:
-    """Wrap Chainlit's socket handlers (idempotent)."""
-    handlers = sio.handlers["/"]
-    if getattr(handlers["connection_successful"], "_orders", False):
-        return
-    connected, message = handlers["connection_successful"], handlers["client_message"]
-    disconnect = handlers["disconnect"]
-    settled: dict[str, asyncio.Event] = {}  # by session: its connection_successful ran
+class Arrival:
+    """The steps that put a chat's events in their order."""
 
-    async def connection_successful(sid: str) -> Any:
-        session = WebsocketSession.get(sid)
-        try:
-            result = await connected(sid)  # Chainlit's: sets the chat's context here
-            if session is not None and session.restored:
-                await on_reconnect()
-            return result
-        finally:
+    def __init__(self, on_reconnect: Callable[[], Awaitable[None]]) -> None:
+        self._on_reconnect = on_reconnect
+        self._settled: dict[str, asyncio.Event] = {}  # by session: connection_successful ran
+
+    def connected(self, connected: Handler) -> Handler:
+        """``connection_successful``: a resumed chat's messages wait for it; a socket back
+        to its session runs ``on_reconnect``."""
+
+        async def connection_successful(sid: str) -> Any:
+            session = WebsocketSession.get(sid)
+            try:
+                result = await connected(sid)  # Chainlit's: sets the chat's context here
+                if session is not None and session.restored:
+                    await self._on_reconnect()
+                return result
+            finally:
+                if session is not None:
+                    self._settled.setdefault(session.id, asyncio.Event()).set()
+
+        return connection_successful
+
+    def message(self, message: Handler) -> Handler:
+        """``client_message``: a resumed chat's first message waits until the resume ran."""
+
+        async def client_message(sid: str, payload: Any) -> Any:
+            session = WebsocketSession.require(sid)
+            if session.thread_id_to_resume:
+                done = self._settled.setdefault(session.id, asyncio.Event())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), RESUME_WAIT_S)
+            return await message(sid, payload)
+
+        return client_message
+
+    def disconnected(self, disconnect: Handler) -> Handler:
+        """``disconnect``: a socket coming back says ``connection_successful`` again."""
+
+        async def disconnected(sid: str, *reason: Any) -> Any:
+            session = WebsocketSession.get(sid)
             if session is not None:
-                settled.setdefault(session.id, asyncio.Event()).set()
+                self._settled.pop(session.id, None)
+            return await disconnect(sid)  # Chainlit's takes no reason
 
-    async def client_message(sid: str, payload: Any) -> Any:
-        session = WebsocketSession.require(sid)
-        if session.thread_id_to_resume:
-            done = settled.setdefault(session.id, asyncio.Event())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), RESUME_WAIT_S)
-        return await message(sid, payload)
-
-    async def disconnected(sid: str, *reason: Any) -> Any:
-        session = WebsocketSession.get(sid)
-        if session is not None:
-            settled.pop(session.id, None)  # a socket coming back says so again
-        return await disconnect(sid)
-
-    connection_successful._orders = True  # type: ignore[attr-defined]
-    handlers["connection_successful"] = connection_successful
-    handlers["client_message"] = client_message
-    handlers["disconnect"] = disconnected
+        return disconnected

@@ -24,6 +24,7 @@
 * Chainlit keeps every message of a chat in its context for the session's life.
   ``trim_chat_context(keep)`` drops the oldest past ``keep`` (the model's history is the
   app's own record, ``chat.conversation``; the context only serves edits of recent ones).
+* Chainlit counts no sessions: ``sessions_held()`` says how many it keeps in memory.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import chainlit.server
 from chainlit.chat_context import chat_contexts
 from chainlit.config import config
 from chainlit.context import context
+from chainlit.session import ws_sessions_id
 from chainlit.utils import wrap_user_function
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "drop_blocking_sleep",
     "guard_module_getattr",
     "private_files_folder",
+    "sessions_held",
     "trim_chat_context",
 ]
 
@@ -115,3 +118,8 @@ def trim_chat_context(keep: int) -> None:
 def answer_messages(handler: Callable[[Any], Awaitable[None]]) -> None:
     """Chainlit's message handler: ``handler``, with no step around it."""
     config.code.on_message = wrap_user_function(handler)
+
+
+def sessions_held() -> int:
+    """The chat sessions Chainlit keeps in this process: open, or closed and kept."""
+    return len(ws_sessions_id)

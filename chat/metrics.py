@@ -30,7 +30,9 @@ __all__ = [
     "CONTENT_TYPE",
     "ERRORS",
     "MESSAGES",
+    "REFUSED",
     "REPLYING",
+    "SESSIONS_HELD",
     "STOPS",
     "exposition",
     "group_replying",
@@ -42,11 +44,22 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 # In a group, one value per worker (label ``pid``): how evenly HAProxy spreads the chats.
 CHATS_OPEN = Gauge("ernie_chats_open", "Chat sessions open now.", multiprocess_mode="liveall")
+SESSIONS_HELD = Gauge(
+    "ernie_sessions_held",
+    "Chat sessions in memory: the open ones, and closed ones kept for their socket to come "
+    "back (ERNIE_SESSION_KEEP_MINUTES); a worker's value as of its last scrape or disconnect.",
+    multiprocess_mode="livesum",
+)
 REPLYING = Gauge("ernie_replies_running", "Replies being written now.", multiprocess_mode="livesum")
 MESSAGES = Counter("ernie_messages", "Messages received from users.")
 REPLIES = Counter("ernie_replies", "Replies finished, by how they ended.", ["finish_reason"])
 STOPS = Counter("ernie_stops", "Replies stopped by the user.")
 ERRORS = Counter("ernie_errors", "Messages answered with an error, by kind.", ["kind"])
+REFUSED = Counter(
+    "ernie_refused",
+    "Requests (door=route) and socket events (door=socket) the front doors refused, by reason.",
+    ["door", "reason"],
+)
 TIME_TO_FIRST_TOKEN = Histogram(
     "ernie_time_to_first_token_seconds",
     "From the message reaching the engine to the reply's first token.",

@@ -23,6 +23,7 @@ from engine import ChatEngine, EngineState
 
 from . import metrics
 from .access.peers import ProxyTrust, is_loopback
+from .compat import sessions_held
 
 __all__ = ["register"]
 
@@ -70,6 +71,7 @@ def register(engine: ChatEngine, token: bytes | None, trust: ProxyTrust) -> None
         """vLLM's engine metrics and the app's, in Prometheus' text format."""
         if not _authorized(request, token, trust):
             return JSONResponse({"detail": "a bearer token is needed"}, status_code=401)
+        metrics.SESSIONS_HELD.set(sessions_held())
         return Response(metrics.exposition(), media_type=metrics.CONTENT_TYPE)
 
     routes = server.router.routes

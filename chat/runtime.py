@@ -31,15 +31,20 @@ from deploy.settings import AUTH_SECRET, Settings, SettingsError
 from deploy.settings_loader import load_settings
 from engine import Attachment, ChatEngine
 
-from . import arrival, history, routes
-from .access import admission, guards, origins, sessions, sign_in
+from . import events, history, routes
+from .access import guards, origins, sign_in
+from .access.admission import Admission
+from .access.front_door import FrontDoor
 from .access.hosts import AllowedHosts
 from .access.limits import UserLimits
 from .access.peers import ProxyTrust
-from .access.sessions import ChatCount, OpenChats
+from .access.sessions import ChatCount, ChatsPerAddress, OpenChats
 from .access.shared_limits import LIMITS_FILE, SharedChatCount, SharedUserLimits
+from .arrival import Arrival
 from .compat import drop_blocking_sleep, guard_module_getattr, private_files_folder
 from .conversation import Seal
+from .events import Step
+from .ui.panel import options_from
 
 __all__ = ["Runtime", "configure", "runtime"]
 
@@ -54,6 +59,8 @@ class Runtime:
     history_url: str | None  # where signed-in users' chats are kept; None: nowhere
     seal: Seal
     trust: ProxyTrust  # the proxy whose forwarded addresses count
+    door: FrontDoor  # every socket event's first step (chat.access.front_door)
+    steps: dict[str, list[Step]]  # the app's steps of each event, outermost first
 
 
 def proxy_trust(settings: Settings) -> ProxyTrust:
@@ -131,29 +138,49 @@ def configure(
     private_files_folder()  # not beside the code: the code's folder is read-only
     current = _configured()
     if current is None:
-        current = app.state.runtime = _build(_engine(seat), seat, resume)
+        current = app.state.runtime = _build(_engine(seat), seat, resume, reconnected)
     engine, settings, trust = current.engine, current.engine.settings, current.trust
-    arrival.register(on_reconnect=reconnected)
-    admission.register(admission.Admission(engine.check_message, current.limits, trust))
+    events.wire(current.door.guard, current.steps)
+    # A closed tab's session waits this long for its socket to come back (Chainlit: 1 h).
+    config.project.session_timeout = max(1, round(settings.session_keep_minutes * 60))
     origins.register(settings.origin_list)
     hosts = AllowedHosts.of(str(config.run.host), settings.allowed_host_list)
-    guards.register(trust, hosts, settings.max_message_chars, settings.socket_timeout_s)
+    guards.register(trust, hosts, settings)
     token = settings.ops_token.get_secret_value().encode() if settings.ops_token else None
     routes.register(engine, token, trust)
     return current
 
 
 def _build(
-    engine: ChatEngine, seat: Attachment | None, resume: Callable[[ThreadDict], Awaitable[None]]
+    engine: ChatEngine,
+    seat: Attachment | None,
+    resume: Callable[[ThreadDict], Awaitable[None]],
+    reconnected: Callable[[], Awaitable[None]],
 ) -> Runtime:
-    """The runtime around a new engine: its limits, sign-in and history registered."""
+    """The runtime around a new engine: its limits, sign-in and history registered, and
+    the steps of the socket events (wired by ``configure``)."""
     settings = engine.settings
     limits, chats = _limits(settings, seat)
-    signed_in = sign_in.register(settings)
+    signed_in = sign_in.register(settings, None if seat is None else seat.folder / LIMITS_FILE)
     url = settings.kept_history_url
     if url is not None:
         history.register(url, resume)
-    built = Runtime(engine, limits, url, _seal(), proxy_trust(settings))
+    trust = proxy_trust(settings)
+    door = FrontDoor(
+        trust,
+        settings,
+        check_settings=lambda values: options_from(values, engine),
+        close=events.close_socket,
+    )
+    arrival, admission = Arrival(reconnected), Admission(engine.check_message, limits, trust)
+    steps: dict[str, list[Step]] = {
+        "connection_successful": [arrival.connected],
+        "client_message": [admission.message, arrival.message],
+        "edit_message": [admission.edit],
+        "disconnect": [arrival.disconnected],
+    }
     if not signed_in:  # signed-in users are accountable; anonymous addresses capped
-        sessions.register(built.trust, settings.max_chats_per_address, chats)
-    return built
+        counted = ChatsPerAddress(trust, settings.max_chats_per_address, chats)
+        steps["connect"] = [counted.connect]
+        steps["disconnect"].append(counted.disconnect)
+    return Runtime(engine, limits, url, _seal(), trust, door, steps)

@@ -81,16 +81,17 @@ class AccessSettings(RecordedSettings):
     max_connections_per_address: int = Field(
         256,
         ge=8,
-        description="Connections one client address may hold open at a group's HAProxy "
-        "(idle ones too), so a flood from one address cannot starve the others.",
+        description="Connections one client address may hold open (idle ones too), at a "
+        "group's HAProxy or at the one process, so a flood from one address cannot starve "
+        "the others.",
     )
     request_timeout_s: float = Field(
         10,
         ge=1,
         le=300,
-        description="How long a client of a group's HAProxy may take to send a request's "
-        "headers, or leave a kept-alive connection idle: a connection that says nothing "
-        "for longer is closed, so idle ones cannot hold the port.",
+        description="How long a client may take to send a request's headers, or leave a "
+        "kept-alive connection idle (at a group's HAProxy or the one process): a connection "
+        "that says nothing for longer is closed, so idle ones cannot hold the port.",
     )
     socket_timeout_s: float = Field(
         40,
@@ -98,6 +99,32 @@ class AccessSettings(RecordedSettings):
         le=600,
         description="How long a chat's socket may go without answering the server's ping "
         "(a page that stopped reading) before it is closed and its reply stopped.",
+    )
+    session_keep_minutes: float = Field(
+        5,
+        gt=0,
+        le=24 * 60,
+        description="How long a chat's session is kept after its socket closed, for the "
+        "socket to come back to it (a phone changing networks); then its memory is given back.",
+    )
+    new_chats_per_minute: int = Field(
+        60,
+        ge=1,
+        description="Chat sockets one client address may open a minute, reconnects included; "
+        "past it the next is refused (a closed tab's session is kept SESSION_KEEP_MINUTES).",
+    )
+    requests_per_minute: int = Field(
+        600,
+        ge=10,
+        description="HTTP requests, and apart from them Socket.IO events, one visitor may send "
+        "a minute (a third of it at once; /healthz and /readyz not counted): past it a "
+        "request gets 429 and a socket is closed.",
+    )
+    image_sources: str | None = Field(
+        None,
+        description="Where images in the chat may load from besides the app itself: "
+        "space-separated Content-Security-Policy sources (e.g. https://img.example.com); "
+        "unset: the app's own origin only, so no reply can send a chat's text to another host.",
     )
     max_replies: int | None = Field(
         None,
@@ -131,6 +158,15 @@ class AccessSettings(RecordedSettings):
             if "/" in host or "@" in host or " " in host:
                 raise ValueError(f"{host!r} is not a host name such as chat.example.com")
         return ",".join(hosts) or None
+
+    @field_validator("image_sources")
+    @classmethod
+    def _check_image_sources(cls, value: str | None) -> str | None:
+        sources = (value or "").replace(",", " ").split()
+        for source in sources:
+            if any(c in source for c in ";'\""):  # a source, not a directive or a keyword
+                raise ValueError(f"{source!r} is not a source such as https://img.example.com")
+        return " ".join(sources) or None
 
     @property
     def allowed_host_list(self) -> list[str]:

@@ -171,7 +171,18 @@ class Settings(AccessSettings):
     top_p: float | None = Field(
         None, gt=0, le=1, description="Nucleus sampling share; unset: the model's default."
     )
-    max_tokens: int = Field(1024, ge=1, description="Longest reply in tokens.")
+    max_tokens: int = Field(
+        1024,
+        ge=1,
+        description="Longest reply in tokens: no reply runs longer, and the settings panel "
+        "offers up to it.",
+    )
+    reply_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="A reply's length when the chat's settings panel chose none (at most "
+        "MAX_TOKENS); unset: MAX_TOKENS.",
+    )
     repetition_penalty: float | None = Field(
         None, gt=0, le=2, description="Repetition penalty; unset: the model's default."
     )
@@ -248,6 +259,11 @@ class Settings(AccessSettings):
 
     @model_validator(mode="after")
     def _reply_fits(self) -> Settings:
+        if self.reply_tokens is not None and self.reply_tokens > self.max_tokens:
+            raise ValueError(
+                f"{env_name('reply_tokens')}={self.reply_tokens} is longer than the longest "
+                f"reply, {env_name('max_tokens')}={self.max_tokens}: lower it or raise the other"
+            )
         if self.max_tokens >= self.max_model_len:
             raise ValueError(
                 f"{env_name('max_tokens')}={self.max_tokens} leaves no room for the prompt "

@@ -23,7 +23,10 @@ class ChatOptions:
     system_prompt: str | None = None  # a prompt name from prompts/ or literal text
 
     def reply_budget(self, settings: Settings) -> int:
-        return self.max_tokens if self.max_tokens is not None else settings.max_tokens
+        """The reply's length: the chat's choice, else the setting's, never past the
+        longest reply (``ERNIE_MAX_TOKENS``), whoever asks."""
+        chosen = self.max_tokens or settings.reply_tokens or settings.max_tokens
+        return min(chosen, settings.max_tokens)
 
 
 def build_sampling_params(

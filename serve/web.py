@@ -7,7 +7,8 @@ this module does neither. The app is opened the way ``app.py`` opens it
 
 uvicorn's proxy-headers rewrite is off: it would take ``X-Forwarded-For`` from any local
 client as the visitor's address, and who a visitor is, is ``chat.access.peers``' to say. Its
-websocket reads frames no larger than the longest message needs (``chat.access.guards``).
+websocket reads frames no larger than the longest message needs (``chat.access.guards``),
+and its connections pass ``serve.connections`` (idle ones closed, one address capped).
 
 Usage::
 
@@ -81,6 +82,8 @@ def serve_app(
     place on its engine core (None: the engine runs in this process)."""
     from chat.access.guards import frame_bytes
 
+    from .connections import gate_of, gated_protocol, keep_alive_s
+
     host, port = bind
     os.chdir(APP.parent)  # Chainlit reads .chainlit/ and chainlit.md from here
     app = _load_chainlit_app(public_host or host, seat)
@@ -90,6 +93,9 @@ def serve_app(
         host=host,
         port=port,
         loop="uvloop",
+        # Idle and slow connections closed, one address capped (a group's: by HAProxy).
+        http=gated_protocol(gate_of(settings, counts_addresses=seat is None)),
+        timeout_keep_alive=keep_alive_s(settings),
         proxy_headers=False,
         ws_max_size=frame_bytes(settings.max_message_chars),
         ws_per_message_deflate=deflate,

@@ -8,6 +8,7 @@ its own (``testing.visitors``), so no test meets another's counts, whatever the 
 * ``signed_app``: sign-in from a users file and from a proxy's header, history, an
   operations token.
 * ``history``: ``tests/chat/test_history.py``'s app on SQLite and on a real PostgreSQL.
+* ``signed_group``: ``signed_app``'s sign-in on two workers behind the group's HAProxy.
 
 Each ``*_loading`` fixture starts its app at the lowest priority, not waited for: it loads
 on the CPU the tests before its own leave idle.
@@ -15,8 +16,10 @@ on the CPU the tests before its own leave idle.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -34,17 +37,25 @@ OPEN_ENV = {
     "ERNIE_MAX_REPLIES": "1",
     "ERNIE_MAX_CHATS_PER_ADDRESS": "3",
     "ERNIE_AUTH_PROXY_SECRET": PROXY_SECRET,
+    # The doors for connections and sessions, at sizes a test sees within seconds.
+    "ERNIE_MAX_CONNECTIONS_PER_ADDRESS": "32",
+    "ERNIE_REQUEST_TIMEOUT_S": "3",
+    "ERNIE_SESSION_KEEP_MINUTES": "0.05",
 }
 USERS = ("alice", "frank", "gina", "henry", "ivy")
 
 
-def _remote(model: Path, server: Server, max_tokens: int) -> dict[str, str]:
+LONGEST_REPLY = 512  # the panel's end (a long reply to hold or stop is as long)
+
+
+def _remote(model: Path, server: Server, reply_tokens: int) -> dict[str, str]:
     return {
         "ERNIE_MODEL": str(model),
         "ERNIE_ENGINE": "remote",
         "ERNIE_REMOTE_URL": server.url,
         "ERNIE_MAX_MODEL_LEN": "2048",
-        "ERNIE_MAX_TOKENS": str(max_tokens),
+        "ERNIE_MAX_TOKENS": str(LONGEST_REPLY),
+        "ERNIE_REPLY_TOKENS": str(reply_tokens),
         "ERNIE_WARMUP": "false",
     }
 
@@ -59,7 +70,7 @@ def users_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # The fixture a test needs -> the one that starts it (``background.start_early``).
 EARLY = {"open_app": "open_app_loading", "signed_app": "signed_app_loading"}
-EARLY |= {"history": "history_loading"}
+EARLY |= {"history": "history_loading", "signed_group": "signed_group_loading"}
 
 
 def _raised(loading: AppServer) -> AppServer:
@@ -101,6 +112,33 @@ def signed_app_loading(
 @pytest.fixture(scope="session")
 def signed_app(signed_app_loading: AppServer, vllm_server: Server) -> AppServer:
     return _raised(signed_app_loading)
+
+
+@pytest.fixture(scope="session")
+def signed_group_loading(
+    scripted_model: Path, vllm_loading: Server, users_file: Path
+) -> Iterator[AppServer]:
+    """Two workers behind the group's HAProxy with ``signed_app``'s sign-in (no history):
+    what one address tries through the one port, whichever worker HAProxy picks."""
+    folder = users_file.parent / "signed-group"
+    folder.mkdir()
+    env = _remote(scripted_model, vllm_loading, 16) | SIGNED_ENV | {"ERNIE_WORKERS": "2"}
+    env |= {"ERNIE_USERS_FILE": str(users_file), "ERNIE_HISTORY_URL": "off"}
+    with AppServer.run(env, folder / "group.log", prefix=background.lowest_priority()) as app:
+        yield app
+
+
+@pytest.fixture(scope="session")
+def signed_group(signed_group_loading: AppServer, vllm_server: Server) -> AppServer:
+    group = signed_group_loading
+
+    def ready() -> None:  # in a thread: a test's event loop may be running here
+        group.wait("/readyz", timeout_s=300)
+        with ThreadPoolExecutor(1) as waiting:
+            waiting.submit(asyncio.run, group.every_worker_ready()).result()
+
+    background.raised_until_ready(group.process.pid, ready)
+    return group
 
 
 @pytest.fixture(scope="session")

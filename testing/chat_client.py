@@ -2,8 +2,8 @@
 
 A client speaks from the loopback address it is given (``source``: 127.0.0.2, 127.0.0.3,
 ...), as visitors come from addresses of their own; says ``connection_successful`` on
-every connect, reconnects included, as Chainlit's page does; and, with ``settle=False``,
-may send the moment its socket connects, as a page whose starter was clicked does.
+every connect, reconnects included, as Chainlit's page does; with ``settle=False``, may
+send the moment its socket connects, as a page whose starter was clicked does.
 
 Usage::
 
@@ -76,20 +76,14 @@ class ChatClient:
         self.session_id = str(uuid.uuid4())  # Chainlit's id of this chat's session
         self.thread_id: str | None = None  # the chat's id in the history, once it has one
         self.resumed_thread: dict[str, Any] | None = None  # what the app sent to resume
+        self.resumes = 0  # how often the app sent it
         self.messages: list[str] = []  # every message the app sent this chat, in order
-        sio.on("stream_start", self._on_stream_start)
-        sio.on("stream_token", self._on_stream_token)
-        sio.on("new_message", self._on_new_message)
-        sio.on("task_start", self._on_task_start)
-        sio.on("task_end", self._on_task_end)
-        sio.on("resume_thread", self._on_resume_thread)
-        sio.on("resume_thread_error", self._on_resume_error)
-        sio.on("update_message", self._on_update_message)
-        sio.on("connect", self._on_connect)
-        sio.on("disconnect", self._on_disconnect)
+        events = ("stream_start", "stream_token", "new_message", "task_start", "task_end")
+        events += ("resume_thread", "resume_thread_error", "update_message", "connect")
+        for event in (*events, "disconnect"):
+            sio.on(event, getattr(self, f"_on_{event}"))
         self._resuming = False  # a resumed chat has started once the app sent it
-        self.connects = 0  # the socket's connections: more than one after a reconnect
-        self.disconnects = 0  # ... and its ends, the server's closing it included
+        self.connects = self.disconnects = 0  # the socket's connections and their ends
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -101,17 +95,20 @@ class ChatClient:
         thread_id: str | None = None,
         source: str | None = None,
         settle: bool = True,
+        handshake: dict[str, Any] | None = None,
     ) -> AsyncIterator[ChatClient]:
         """A new chat, or with ``thread_id`` one resumed from the history; ``headers`` go
         with the websocket handshake (a session cookie); ``source``: the loopback address
         it speaks from; ``settle``: wait for the chat's start before handing it over (an
-        app without a chat start handler: pass False)."""
+        app without a chat start handler: pass False); ``handshake``: fields of Socket.IO's
+        ``auth`` as a client that is not the page may set them (a session id of its own)."""
         local = None if source is None else (source, 0)
         connector = aiohttp.TCPConnector(local_addr=local)
         jar = aiohttp.CookieJar(unsafe=True)  # an IP host's worker cookie kept, as a browser
         async with aiohttp.ClientSession(connector=connector, cookie_jar=jar) as http:
             sio = socketio.AsyncClient(http_session=http, reconnection_delay=0.5)
-            async with cls._opened(sio, url, headers, thread_id, settle) as client:
+            opened = cls._opened(sio, url, headers, thread_id, settle, handshake or {})
+            async with opened as client:
                 yield client
 
     @classmethod
@@ -123,16 +120,18 @@ class ChatClient:
         headers: dict[str, str] | None,
         thread_id: str | None,
         settle: bool,
+        handshake: dict[str, Any],
     ) -> AsyncIterator[ChatClient]:
         client = cls(sio)
         client._resuming = thread_id is not None
+        client.session_id = handshake.get("sessionId", client.session_id)
         auth = {
             "clientType": "webapp",
             "sessionId": client.session_id,
             "threadId": thread_id,
             "userEnv": "{}",
             "chatProfile": None,
-        }
+        } | handshake
         await sio.connect(
             url,
             socketio_path="/ws/socket.io",
@@ -221,9 +220,10 @@ class ChatClient:
 
     async def _on_resume_thread(self, thread: dict[str, Any]) -> None:
         self.resumed_thread = thread
+        self.resumes += 1
         self._started.set()
 
-    async def _on_resume_error(self, *_: Any) -> None:
+    async def _on_resume_thread_error(self, *_: Any) -> None:
         self._started.set()  # resumed_thread stays None: the app could not resume it
 
     async def _on_stream_start(self, step: dict[str, Any]) -> None:

@@ -40,7 +40,7 @@ GROUP_ENV = DEMO_APP_ENV | {
     "ERNIE_ENGINES": "2",
     "ERNIE_WORKERS": "2",
     "ERNIE_KV_CACHE_GB": "1",
-    "ERNIE_MAX_TOKENS": "64",
+    "ERNIE_REPLY_TOKENS": "64",
     # No warm-up: four unit starts here (two, then two restarts) would run it four times;
     # the session's demo engine, the demo app and the image run it.
     "ERNIE_WARMUP": "false",

@@ -89,7 +89,8 @@ def history_app(
         "ERNIE_ENGINE": "remote",
         "ERNIE_REMOTE_URL": remote_url,
         "ERNIE_MAX_MODEL_LEN": "2048",
-        "ERNIE_MAX_TOKENS": "24",
+        "ERNIE_MAX_TOKENS": "1024",  # the stop test's long reply
+        "ERNIE_REPLY_TOKENS": "24",
         "ERNIE_WARMUP": "false",
         "ERNIE_USERS_FILE": str(users),
         "ERNIE_HISTORY_URL": history_url,

@@ -21,7 +21,14 @@ from urllib.parse import urlsplit
 
 import httpx
 
-__all__ = ["CLAIMS", "async_http_client", "http_client", "idle_connections", "visitor"]
+__all__ = [
+    "CLAIMS",
+    "async_http_client",
+    "closed",
+    "http_client",
+    "idle_connections",
+    "visitor",
+]
 
 # Every way a client could name another address for itself (none is the trusted proxy's).
 CLAIMS = [
@@ -69,3 +76,16 @@ async def idle_connections(
         except ConnectionError:
             refused += 1
     return opened, refused
+
+
+async def closed(reader: asyncio.StreamReader, *, within_s: float) -> bool:
+    """Whether the server closed the connection (within ``within_s``)."""
+    try:
+        async with asyncio.timeout(within_s):
+            while await reader.read(4096):
+                pass  # a proxy's 408 before it closes an idle connection
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        return True
+    return True

@@ -10,9 +10,10 @@ counted (``chat.access.limits``). A refusal is answered in words and goes nowher
 to the history, not into the chat's context, not as the chat's name. An admitted message's
 place in the limits is given back when its handling ends, however it ends.
 
-Usage::
+Usage (``chat.events`` wires the steps)::
 
-    register(Admission(engine.check_message, limits, trust))
+    admission = Admission(engine.check_message, limits, trust)
+    {"client_message": [admission.message], "edit_message": [admission.edit]}
 """
 
 from __future__ import annotations
@@ -21,31 +22,29 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from chainlit.chat_context import chat_contexts
 from chainlit.context import init_ws_context
 from chainlit.message import ErrorMessage
-from chainlit.server import sio
 from chainlit.session import WebsocketSession
 
 from engine import MessageRefusedError
 
 from .. import metrics
 from ..errors import MalformedMessageError
+from ..events import Handler
 from ..ui.i18n import chat_strings
 from ..ui.render import error_text
 from .limits import LimitExceededError, UserLimits
 from .peers import ProxyTrust
 from .shared_limits import SharedUserLimits
 
-__all__ = ["Admission", "register", "visitor"]
+__all__ = ["Admission", "refuse", "visitor"]
 
 logger = logging.getLogger(__name__)
-
-Handler = Callable[[str, Any], Awaitable[Any]]
 
 
 def visitor(session: WebsocketSession, trust: ProxyTrust) -> str:
@@ -99,6 +98,14 @@ class Admission:
             raise
         return who
 
+    def message(self, handler: Handler) -> Handler:
+        """``client_message`` behind the door: checked, cleaned and counted first."""
+        return _admitting(self, handler, edit=False)
+
+    def edit(self, handler: Handler) -> Handler:
+        """``edit_message`` behind the door: an edit of one of the user's own messages."""
+        return _admitting(self, handler, edit=True)
+
 
 async def refuse(session: WebsocketSession, exc: Exception) -> None:
     """The refusal in the chat's language, shown and kept nowhere else (not stored)."""
@@ -143,14 +150,4 @@ def _admitting(admission: Admission, handler: Handler, *, edit: bool) -> Handler
             admission.limits.done(who)
         return result
 
-    admitted._admits = True  # type: ignore[attr-defined]
     return admitted
-
-
-def register(admission: Admission) -> None:
-    """Put the front door before Chainlit's message handlers (idempotent)."""
-    handlers = sio.handlers["/"]
-    if getattr(handlers["client_message"], "_admits", False):
-        return
-    handlers["client_message"] = _admitting(admission, handlers["client_message"], edit=False)
-    handlers["edit_message"] = _admitting(admission, handlers["edit_message"], edit=True)

@@ -1,12 +1,10 @@
-"""Requests refused before their body is read, and websocket frames sized for messages.
+"""The HTTP doors in their order, and websocket frames sized for messages.
 
-Refused at once: uploads while uploads are off, Chainlit's thread-sharing routes while
-sharing is off (they answered regardless), and bodies over ``MAX_BODY_BYTES``.
-
-Chainlit's ``POST /project/file`` spools a whole upload to disk, then reads it into
-memory, before it checks whether uploads are on; every other route takes small JSON.
-This ASGI middleware answers such requests at once (403, 413), so no upload costs disk
-or memory.
+Every request passes, outermost first: the host check (``chat.access.hosts``: DNS
+rebinding), the visitor's address noted (``chat.access.peers``), the security headers put
+on its answer (``chat.access.headers``), then the route door (``chat.access.route_door``:
+rate, other sites, routes of features that are off, session ids, body size), and only
+then Chainlit. Socket.IO's events have their own door (``chat.access.front_door``).
 
 A websocket frame is sized for the longest message the app takes
 (``ERNIE_MAX_MESSAGE_CHARS``): a paste ten times that long, JSON-escaped at 6 bytes a
@@ -17,77 +15,24 @@ anything larger is not read at all: engine.io, and uvicorn's websocket before it
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import Any
 
-from chainlit.config import config
 from chainlit.server import SOCKET_IO_PATH, sio
 from chainlit.server import app as server
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from deploy.settings import Settings
+
+from .headers import Policy, SecurityHeaders
 from .hosts import AllowedHosts, HostGuard
 from .peers import AddressMiddleware, ProxyTrust
+from .rates import Rate
+from .route_door import RouteDoor, RouteRules
 
-__all__ = ["MAX_BODY_BYTES", "BodyGuard", "frame_bytes", "register"]
+__all__ = ["frame_bytes", "register"]
 
 logger = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 1 << 20  # the largest JSON the app's routes take is a few KiB
 FRAME_ENVELOPE = 64 << 10  # a message's JSON around its text
-UPLOAD_PATH = "/project/file"
-SHARING_PATHS = ("/project/thread/share", "/project/share/")  # answered with sharing off
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class BodyGuard:
-    """Refuse uploads while uploads are off, and bodies over ``MAX_BODY_BYTES``."""
-
-    def __init__(self, app: ASGIApp, *, uploads: bool, sharing: bool) -> None:
-        self.app = app
-        self.uploads = uploads
-        self.sharing = sharing
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = str(scope.get("path", ""))
-        if scope["type"] != "http" or path.startswith(SOCKET_IO_PATH):
-            return await self.app(scope, receive, send)
-        if path.endswith(UPLOAD_PATH) and not self.uploads:
-            return await _answer(send, 403, "uploads are off: this model reads text only")
-        if any(part in path for part in SHARING_PATHS) and not self.sharing:
-            return await _answer(send, 404, "chats are not shared here")
-        declared = dict(scope.get("headers", [])).get(b"content-length", b"0")
-        if not declared.isdigit() or int(declared) > MAX_BODY_BYTES:
-            return await _answer(send, 413, "request body too large")
-        try:
-            await self.app(scope, _counting(receive), send)
-        except _TooLarge:  # a body sent without its length
-            await _answer(send, 413, "request body too large")
-
-
-def _counting(receive: Receive) -> Receive:
-    received = 0
-
-    async def counted() -> Message:
-        nonlocal received
-        message = await receive()
-        received += len(message.get("body", b""))
-        if received > MAX_BODY_BYTES:
-            raise _TooLarge
-        return message
-
-    return counted
-
-
-async def _answer(send: Send, status: int, detail: str) -> None:
-    body = json.dumps({"detail": detail}).encode()
-    headers: list[Any] = [(b"content-type", b"application/json"), (b"connection", b"close")]
-    headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 def frame_bytes(max_message_chars: int) -> int:
@@ -95,19 +40,19 @@ def frame_bytes(max_message_chars: int) -> int:
     return 6 * 10 * max_message_chars + FRAME_ENVELOPE
 
 
-def register(
-    trust: ProxyTrust, hosts: AllowedHosts, max_message_chars: int, socket_timeout_s: float
-) -> None:
-    """Guard every HTTP route and websocket (the host, the body) and note each request's
-    address (idempotent: a reloaded app adds no second guard), size the frames, and end
-    a socket that answers no ping for ``socket_timeout_s`` (Engine.IO pings every half of
-    it and waits the other half)."""
-    sio.eio.max_http_buffer_size = frame_bytes(max_message_chars)
-    sio.eio.ping_interval = sio.eio.ping_timeout = socket_timeout_s / 2
+def register(trust: ProxyTrust, hosts: AllowedHosts, settings: Settings) -> None:
+    """Put the HTTP doors before every route (idempotent: a reloaded app adds no second
+    set), size the frames, and end a socket that answers no ping for
+    ``ERNIE_SOCKET_TIMEOUT_S`` (Engine.IO pings every half of it and waits the other half)."""
+    sio.eio.max_http_buffer_size = frame_bytes(settings.max_message_chars)
+    sio.eio.ping_interval = sio.eio.ping_timeout = settings.socket_timeout_s / 2
     factories: list[object] = [middleware.cls for middleware in server.user_middleware]
-    if BodyGuard not in factories:
-        uploads = bool(config.features.spontaneous_file_upload.enabled)
-        sharing = bool(config.features.allow_thread_sharing)
-        server.add_middleware(BodyGuard, uploads=uploads, sharing=sharing)
-        server.add_middleware(AddressMiddleware, trust=trust)
-        server.add_middleware(HostGuard, hosts=hosts)  # outermost: checked first
+    if RouteDoor in factories:
+        return
+    origins = settings.origin_list
+    rules = RouteRules(trust, origins, Rate(per_minute=settings.requests_per_minute))
+    server.add_middleware(RouteDoor, rules=rules, socket_path=SOCKET_IO_PATH)
+    policy = Policy(trust, settings.image_sources, origins)
+    server.add_middleware(SecurityHeaders, policy=policy)
+    server.add_middleware(AddressMiddleware, trust=trust)
+    server.add_middleware(HostGuard, hosts=hosts)  # outermost: checked first

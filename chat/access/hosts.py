@@ -71,7 +71,8 @@ class HostGuard:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return None
-        body = b"this server does not answer to that host name\n"
+        body = b"this server does not answer to that host name (its operator lists names in "
+        body += b"ERNIE_ALLOWED_HOSTS)\n"
         headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 421, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -85,6 +85,28 @@ class ProxyTrust:
         client = scope.get("client") or ("unknown", 0)
         return self._forwarded(headers) or str(client[0])
 
+    def _forwarded_value(self, headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+        """The first entry of a forwarding header the proven proxy sent (None: none)."""
+        if not self.proven(headers):
+            return None
+        values = _values(headers, name)
+        first = values[0].decode("latin-1").split(",")[0].strip() if values else ""
+        return first or None
+
+    def forwarded_origin(self, scope: Scope | Mapping[str, Any]) -> str | None:
+        """The origin a proven proxy says the visitor asked for (its scheme and host)."""
+        headers = list(scope.get("headers") or [])
+        proto = self._forwarded_value(headers, b"x-forwarded-proto")
+        host = self._forwarded_value(headers, b"x-forwarded-host")
+        host = host or dict(headers).get(b"host", b"").decode("latin-1")
+        return f"{proto}://{host}" if proto and host else None
+
+    def https(self, scope: Scope | Mapping[str, Any]) -> bool:
+        """The visitor reached the app over TLS: its own or a proven proxy's."""
+        headers = list(scope.get("headers") or [])
+        proto = self._forwarded_value(headers, b"x-forwarded-proto")
+        return scope.get("scheme") in ("https", "wss") or (proto or "").lower() == "https"
+
     def address_of_environ(self, environ: Mapping[str, Any]) -> str:
         """A websocket's address: engine.io keeps the ASGI scope in its environ."""
         return self.address(environ.get("asgi.scope") or {})

@@ -3,8 +3,10 @@
 Chainlit accepts any number of websocket sessions, and each holds its chat's state until
 it closes. Without sign-in nobody is accountable for them: an address (a trusted proxy's
 forwarded one, ``chat.access.peers``) may hold ``ERNIE_MAX_CHATS_PER_ADDRESS`` at once, and
-the next websocket is refused. Closed sessions give their place back at once (Chainlit
-drops what a closed session held: its ``user_session``).
+the next websocket is refused. A closed socket gives its place back at once; its session's
+memory is given back ``ERNIE_SESSION_KEEP_MINUTES`` later (kept that long for the socket to
+come back: ``chat.runtime``), and how many an address opens a minute is the front door's
+(``chat.access.front_door``).
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ import logging
 from collections import Counter
 from typing import Any, Protocol
 
-from chainlit.server import sio
-
+from ..events import Handler
 from .peers import ProxyTrust
 
-__all__ = ["ChatCount", "OpenChats", "register"]
+__all__ = ["ChatCount", "ChatsPerAddress", "OpenChats"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,33 +50,37 @@ class ChatCount:
             del self._open[address]
 
 
-def register(trust: ProxyTrust, most: int, count: OpenChats | None = None) -> None:
-    """Wrap Chainlit's connect and disconnect handlers with the count (idempotent)."""
-    handlers = sio.handlers["/"]
-    if getattr(handlers["connect"], "_counts_chats", False):
-        return
-    connect, disconnect = handlers["connect"], handlers["disconnect"]
-    open_chats = count or ChatCount()
-    address_of: dict[str, str] = {}
+class ChatsPerAddress:
+    """The steps that count chats per address: ``connect`` refuses past ``most``,
+    ``disconnect`` gives the place back."""
 
-    async def counted_connect(sid: str, environ: dict[str, Any], auth: Any = None) -> Any:
-        address = trust.address_of_environ(environ)
-        if not open_chats.open(address, most=most):
-            logger.warning("chat refused: %s holds %d chats open already", address, most)
-            raise ConnectionRefusedError("too many chats open from this address")
-        try:
-            result = await connect(sid, environ, auth)
-        except BaseException:
-            open_chats.close(address)  # refused by Chainlit (sign-in): not open
-            raise
-        address_of[sid] = address
-        return result
+    def __init__(self, trust: ProxyTrust, most: int, count: OpenChats | None = None) -> None:
+        self._trust = trust
+        self._most = most
+        self._open = count or ChatCount()
+        self._address_of: dict[str, str] = {}
 
-    async def counted_disconnect(sid: str, *reason: Any) -> Any:
-        address = address_of.pop(sid, None)
-        if address is not None:
-            open_chats.close(address)
-        return await disconnect(sid)
+    def connect(self, connect: Handler) -> Handler:
+        async def counted_connect(sid: str, environ: dict[str, Any], auth: Any = None) -> Any:
+            address = self._trust.address_of_environ(environ)
+            if not self._open.open(address, most=self._most):
+                logger.warning("chat refused: %s holds %d chats open already", address, self._most)
+                raise ConnectionRefusedError("too many chats open from this address")
+            try:
+                result = await connect(sid, environ, auth)
+            except BaseException:
+                self._open.close(address)  # refused by Chainlit (sign-in): not open
+                raise
+            self._address_of[sid] = address
+            return result
 
-    counted_connect._counts_chats = True  # type: ignore[attr-defined]
-    handlers["connect"], handlers["disconnect"] = counted_connect, counted_disconnect
+        return counted_connect
+
+    def disconnect(self, disconnect: Handler) -> Handler:
+        async def counted_disconnect(sid: str) -> Any:
+            address = self._address_of.pop(sid, None)
+            if address is not None:
+                self._open.close(address)
+            return await disconnect(sid)
+
+        return counted_disconnect

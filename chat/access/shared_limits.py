@@ -23,9 +23,16 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from .limits import WINDOW_S, LimitExceededError
+from .limits import WINDOW_S, LimitExceededError, SignInAttempts
 
-__all__ = ["LIMITS_FILE", "SharedChatCount", "SharedUserLimits", "forget"]
+__all__ = [
+    "LIMITS_FILE",
+    "SharedChatCount",
+    "SharedSignInAttempts",
+    "SharedSignOuts",
+    "SharedUserLimits",
+    "forget",
+]
 
 LIMITS_FILE = "limits.db"  # in the group's folder
 
@@ -38,6 +45,12 @@ CREATE TABLE IF NOT EXISTS replying (
 CREATE TABLE IF NOT EXISTS chats (
   address TEXT NOT NULL, worker INTEGER NOT NULL, n INTEGER NOT NULL,
   PRIMARY KEY (address, worker)
+);
+CREATE TABLE IF NOT EXISTS sign_in_tries (key TEXT NOT NULL, at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS sign_in_tries_by_key ON sign_in_tries (key, at);
+CREATE TABLE IF NOT EXISTS sign_outs (
+  user TEXT NOT NULL, signed_in_at REAL NOT NULL, until REAL NOT NULL,
+  PRIMARY KEY (user, signed_in_at)
 );
 """
 
@@ -134,6 +147,66 @@ class SharedChatCount:
             mine = (address, self._store.worker)
             db.execute("UPDATE chats SET n = n - 1 WHERE address = ? AND worker = ?", mine)
             db.execute("DELETE FROM chats WHERE n <= 0")
+
+
+class SharedSignInAttempts:
+    """``chat.access.limits.SignInAttempts`` over every worker of the group: a guess is
+    counted once, whichever worker checks it."""
+
+    def __init__(
+        self, path: Path, *, max_failures: int = 10, window_s: float = 300.0, slowest_s: float = 8.0
+    ) -> None:
+        self._store = _Store(path, -1)
+        self._max_failures = max_failures
+        self._window_s = window_s
+        self._slowest_s = slowest_s
+
+    def _count(self, key: str) -> int:
+        return self._store.total("SELECT COUNT(*) FROM sign_in_tries WHERE key = ?", key)
+
+    def begin(self, name: str, address: str, *, now: float) -> bool:
+        """As ``SignInAttempts.begin``, in one transaction over the group."""
+        keys = SignInAttempts.keys(name, address)
+        with self._store.transaction() as db:
+            db.execute("DELETE FROM sign_in_tries WHERE at <= ?", (now - self._window_s,))
+            if max(self._count(keys[0]), self._count(keys[1])) >= self._max_failures:
+                return False
+            db.executemany("INSERT INTO sign_in_tries VALUES (?, ?)", [(k, now) for k in keys])
+            return True
+
+    def succeeded(self, name: str, address: str) -> None:
+        newest = (
+            "DELETE FROM sign_in_tries WHERE rowid = "
+            "(SELECT rowid FROM sign_in_tries WHERE key = ? ORDER BY at DESC LIMIT 1)"
+        )
+        with self._store.transaction() as db:
+            db.executemany(newest, [(key,) for key in SignInAttempts.keys(name, address)])
+
+    def delay_s(self, name: str, *, now: float) -> float:
+        failures = self._store.total(
+            "SELECT COUNT(*) FROM sign_in_tries WHERE key = ? AND at > ?",
+            SignInAttempts.keys(name, "")[2],
+            now - self._window_s,
+        )
+        return SignInAttempts.delay_for(failures, self._max_failures, self._slowest_s)
+
+
+class SharedSignOuts:
+    """``chat.access.limits.SignOuts`` over every worker of the group."""
+
+    def __init__(self, path: Path) -> None:
+        self._store = _Store(path, -1)
+
+    def sign_out(self, user: str, signed_in_at: float, *, until: float, now: float) -> None:
+        with self._store.transaction() as db:
+            db.execute("DELETE FROM sign_outs WHERE until <= ?", (now,))
+            db.execute(
+                "INSERT OR REPLACE INTO sign_outs VALUES (?, ?, ?)", (user, signed_in_at, until)
+            )
+
+    def signed_out(self, user: str, signed_in_at: float) -> bool:
+        query = "SELECT COUNT(*) FROM sign_outs WHERE user = ? AND signed_in_at = ?"
+        return self._store.total(query, user, signed_in_at) > 0
 
 
 def forget(path: Path, workers: list[int]) -> None:

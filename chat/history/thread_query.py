@@ -2,8 +2,8 @@
 
 What Chainlit's ``SQLAlchemyDataLayer.get_all_user_threads`` returns (threads, their
 steps with feedback, their elements), read with SQLAlchemy's expanding ``IN`` parameter
-instead of ids pasted into the query's text. The app keeps no files (no storage
-provider), so an element's URL is the one stored.
+instead of ids pasted into the query's text, each chat's newest ``THREAD_STEPS`` steps.
+The app keeps no files (no storage provider), so an element's URL is the one stored.
 """
 
 from __future__ import annotations
@@ -13,10 +13,14 @@ from typing import TYPE_CHECKING, Any
 from chainlit.types import ThreadDict
 from sqlalchemy import bindparam, text
 
+from ..conversation import MAX_EXCHANGES
+
 if TYPE_CHECKING:
     from chainlit.data.sql_alchemy import SQLAlchemyDataLayer
 
-__all__ = ["user_threads"]
+__all__ = ["THREAD_STEPS", "user_threads"]
+
+THREAD_STEPS = 2 * MAX_EXCHANGES  # a chat's messages the model's history can hold
 
 _THREADS = text(
     """SELECT t."id", t."createdAt", t."name", t."userId", t."userIdentifier", t."tags",
@@ -28,12 +32,19 @@ _THREADS = text(
     ORDER BY "updatedAt" DESC NULLS LAST
     LIMIT :limit"""
 )
+# Each chat's newest steps only: a resume (and the sidebar's list, which Chainlit builds
+# from the same query) reads and sends a bounded number, however long the chat grew (a
+# resumed 3,000-step chat took 16 s a time, and the database pool with it).
 _STEPS = text(
-    """SELECT s.*, f."value" AS "feedbackValue", f."comment" AS "feedbackComment",
-        f."id" AS "feedbackId"
-    FROM steps s LEFT JOIN feedbacks f ON s."id" = f."forId"
-    WHERE s."threadId" IN :ids
-    ORDER BY s."createdAt" ASC"""
+    """SELECT * FROM (
+        SELECT s.*, f."value" AS "feedbackValue", f."comment" AS "feedbackComment",
+            f."id" AS "feedbackId",
+            ROW_NUMBER() OVER (PARTITION BY s."threadId" ORDER BY s."createdAt" DESC) AS "newest"
+        FROM steps s LEFT JOIN feedbacks f ON s."id" = f."forId"
+        WHERE s."threadId" IN :ids
+    ) kept
+    WHERE "newest" <= :most
+    ORDER BY "createdAt" ASC"""
 ).bindparams(bindparam("ids", expanding=True))
 _ELEMENTS = text('SELECT * FROM elements WHERE "threadId" IN :ids').bindparams(
     bindparam("ids", expanding=True)
@@ -98,7 +109,7 @@ async def user_threads(
         for row in threads
     }
     if found:
-        for row in await _rows(layer, _STEPS, ids=list(found)):
+        for row in await _rows(layer, _STEPS, ids=list(found), most=THREAD_STEPS):
             found[row["threadId"]]["steps"].append(_step(row))
         for row in await _rows(layer, _ELEMENTS, ids=list(found)):
             found[row["threadId"]]["elements"].append(_element(row))

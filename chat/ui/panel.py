@@ -22,11 +22,17 @@ __all__ = ["NO_SYSTEM_PROMPT", "PanelValueError", "options_from", "send_settings
 
 NO_SYSTEM_PROMPT = "none"  # the panel's value for "no system prompt"
 MAX_TEMPERATURE, MIN_TOP_P, MIN_REPLY_TOKENS = 2.0, 0.05, 16
+PANEL_FIELDS = ("temperature", "top_p", "max_tokens", "system_prompt")  # what it sends
 
 
 def _first_set(*values: float | None) -> float:
     """The first value that is set: 0 is a value (greedy temperature), None is not."""
     return next(v for v in values if v is not None)
+
+
+def _shortest(longest: int) -> int:
+    """The slider's start: ``MIN_REPLY_TOKENS``, or the longest reply where it is shorter."""
+    return min(MIN_REPLY_TOKENS, longest)
 
 
 def _system_prompts(current: str) -> dict[str, str]:
@@ -54,10 +60,10 @@ async def send_settings_panel(engine: ChatEngine) -> None:
         Slider(
             id="max_tokens",
             label=t("max_tokens"),
-            min=MIN_REPLY_TOKENS,
+            min=_shortest(settings.max_tokens),
             step=16,
-            max=engine.max_model_len // 2,  # the context the backend serves
-            initial=settings.max_tokens,
+            max=settings.max_tokens,  # the longest reply: no chat's is longer
+            initial=settings.reply_tokens or settings.max_tokens,
         ),
         Select(
             id="system_prompt",
@@ -70,11 +76,12 @@ async def send_settings_panel(engine: ChatEngine) -> None:
 
 
 class PanelValueError(ValueError):
-    """A value the panel cannot send: a client sent it (``name`` says which)."""
+    """A value the panel cannot send: a client sent it (``name`` says which; None: a
+    setting the panel does not have)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str | None) -> None:
         self.name = name
-        super().__init__(f"the settings panel cannot send this {name}")
+        super().__init__(f"the settings panel cannot send this {name or 'setting'}")
 
 
 def _number(values: dict[str, Any], name: str, low: float, high: float) -> float:
@@ -84,14 +91,17 @@ def _number(values: dict[str, Any], name: str, low: float, high: float) -> float
     return float(value)
 
 
-def options_from(values: dict[str, Any], engine: ChatEngine) -> ChatOptions:
+def options_from(values: Any, engine: ChatEngine) -> ChatOptions:
     """The chat's options from the panel's values; ``PanelValueError`` for anything the
     panel itself cannot send (the values come from the client, not from the panel)."""
+    if not isinstance(values, dict) or not set(values) <= set(PANEL_FIELDS):
+        raise PanelValueError(None)
     prompt = values.get("system_prompt")
     allowed = {NO_SYSTEM_PROMPT, engine.settings.system_prompt, *available_system_prompts()}
     if prompt not in allowed:
         raise PanelValueError("system_prompt")
-    max_tokens = _number(values, "max_tokens", MIN_REPLY_TOKENS, engine.max_model_len // 2)
+    longest = engine.settings.max_tokens
+    max_tokens = _number(values, "max_tokens", _shortest(longest), longest)
     if max_tokens != int(max_tokens):
         raise PanelValueError("max_tokens")
     return ChatOptions(

@@ -109,6 +109,8 @@ def error_text(exc: Exception, t: Strings) -> str | None:
     if isinstance(exc, GenerationError):
         return t("generation_failed")
     if isinstance(exc, PanelValueError):
+        if exc.name is None:
+            return t("settings_unknown")
         return t("settings_refused", name=t(exc.name))
     if isinstance(exc, MalformedMessageError):
         return t("refused_malformed")

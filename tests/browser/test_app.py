@@ -27,7 +27,7 @@ from testing.servers import AppServer
 
 pytestmark = pytest.mark.engine
 
-MAX_TOKENS = int(DEMO_APP_ENV["ERNIE_MAX_TOKENS"])
+REPLY_TOKENS = int(DEMO_APP_ENV["ERNIE_REPLY_TOKENS"])
 INTERVAL_MS = int(DEMO_APP_ENV["ERNIE_STREAM_INTERVAL_MS"])
 
 
@@ -76,8 +76,8 @@ async def test_loading_state_then_a_queued_message_gets_a_streamed_reply(
     assert "注意" in await chat.bold_texts(reply)
     text = await reply.inner_text()
     assert "**" not in text and "注意：正文一二三" in text and "\ufffd" not in text
-    assert stats_of(text)["tokens"] == MAX_TOKENS
-    assert f"cut at the limit of {MAX_TOKENS} tokens" in text
+    assert stats_of(text)["tokens"] == REPLY_TOKENS
+    assert f"cut at the limit of {REPLY_TOKENS} tokens" in text
     demo_notice = chat.assistant().filter(has_text="Demo model")
     assert await demo_notice.count() == 1
     notice_box, reply_box = await demo_notice.bounding_box(), await reply.bounding_box()

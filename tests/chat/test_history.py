@@ -23,11 +23,14 @@ from typing import Any
 import httpx
 import pytest
 import socketio
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from chat.conversation import Conversation, Seal
 from chat.history import schema
 from chat.history.data_layer import HistoryIdError, SafeDataLayer, checked_id
 from chat.history.schema import create_schema
+from chat.history.thread_query import THREAD_STEPS
 from deploy.database import database_url
 from testing import accounts
 from testing.accounts import listed_chats
@@ -252,7 +255,7 @@ async def test_a_user_changes_nothing_of_anothers_chat(history: HistoryApp) -> N
     (thread,) = json.loads(listed(app.url, dave))["data"]
     step = next(s for s in thread["steps"] if s["output"] == FIRST)
     feedback = {"forId": step["id"], "value": 0, "comment": "erin was here"}
-    put = {"feedback": feedback | {"threadId": str(uuid.uuid4())}, "sessionId": "x"}
+    put = {"feedback": feedback | {"threadId": str(uuid.uuid4())}, "sessionId": str(uuid.uuid4())}
     answer = httpx.put(f"{app.url}/feedback", json=put, headers=erin, timeout=10)
     assert answer.status_code != 200 and "erin was here" not in listed(app.url, dave)
     async with ChatClient.connect(app.url, headers=erin) as chat:  # a message with his id
@@ -268,7 +271,7 @@ async def test_a_user_changes_nothing_of_anothers_chat(history: HistoryApp) -> N
     assert "改写" not in listed(app.url, dave)
     own = httpx.put(
         f"{app.url}/feedback",
-        json={"feedback": feedback, "sessionId": "x"},
+        json={"feedback": feedback, "sessionId": str(uuid.uuid4())},  # as the page sends
         headers=dave,
         timeout=10,
     )
@@ -277,6 +280,57 @@ async def test_a_user_changes_nothing_of_anothers_chat(history: HistoryApp) -> N
     shared = httpx.put(f"{app.url}/project/thread/share", json=share, headers=dave)
     assert shared.status_code == 404
     assert httpx.get(f"{app.url}/project/share/{thread['id']}").status_code == 404
+
+
+async def add_steps(url: str, thread_id: str, count: int) -> None:
+    """``count`` exchanges' messages written into a chat, as a long chat leaves them."""
+    postgres = url.startswith("postgresql")
+    ident = uuid.UUID if postgres else str  # asyncpg binds a UUID column's value as one
+    rows = [
+        {
+            "id": ident(str(uuid.uuid4())),
+            "thread": ident(thread_id),
+            "type": ("user_message", "assistant_message")[n % 2],
+            "output": f"旧消息 {n}",
+            "at": f"2026-01-01T00:00:{n // 1000:02d}.{n % 1000:03d}000Z",
+        }
+        for n in range(count)
+    ]
+    engine = create_async_engine(database_url(url))
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(
+                text(
+                    'INSERT INTO steps ("id", "name", "type", "threadId", "streaming", '
+                    '"output", "createdAt") VALUES (:id, \'x\', :type, :thread, false, '
+                    ":output, :at)"
+                ),
+                rows,
+            )
+    finally:
+        await engine.dispose()
+
+
+async def test_a_resume_reads_a_bounded_number_of_steps(history: HistoryApp) -> None:
+    """A resumed 3,000-step chat was read and sent whole: /healthz took up to 16 s, RSS
+    grew by 240 MB and the database pool ran out. Its newest THREAD_STEPS are read."""
+    app = history.app
+    assert app is not None
+    await wait_ready(app.url, 300)
+    fred = sign_in(app.url, "fred")
+    async with ChatClient.connect(app.url, headers=fred) as chat:
+        assert (await chat.send(FIRST, timeout_s=120)).error is None
+        thread_id = chat.thread_id
+    assert thread_id is not None
+    await add_steps(history.url, thread_id, 3000)
+    async with ChatClient.connect(app.url, headers=fred, thread_id=thread_id) as chat:
+        resumed = chat.resumed_thread
+        assert resumed is not None, "the app did not resume the chat"
+        outputs = [step["output"] for step in resumed["steps"]]
+        assert len(outputs) <= THREAD_STEPS, f"{len(outputs)} steps read and sent"
+        assert FIRST in outputs and "旧消息 0" not in outputs  # the newest, not the oldest
+        assert (await chat.send(SECOND, timeout_s=120)).error is None
+    assert thread_id in listed_chats(app.url, fred)  # the sidebar lists it as before
 
 
 async def test_the_history_survives_a_restart(history: HistoryApp) -> None:

@@ -37,6 +37,7 @@ from testing.engines import collect, text_of
 from testing.polling import until
 from testing.relay import relay
 from testing.servers import AppServer, Server, free_port
+from testing.visitors import closed, idle_connections, visitor
 
 SCRIPT = "".join(SCRIPTED_REPLY)
 
@@ -195,14 +196,19 @@ async def test_the_app_waits_for_its_server_then_chats_and_stops(
         "ERNIE_ENGINE": "remote",
         "ERNIE_REMOTE_URL": f"http://127.0.0.1:{port}",
         "ERNIE_MAX_MODEL_LEN": "2048",
-        "ERNIE_MAX_TOKENS": "48",
+        "ERNIE_MAX_TOKENS": "1024",
+        "ERNIE_REPLY_TOKENS": "48",
         "ERNIE_HISTORY_URL": "off",
+        "ERNIE_REQUEST_TIMEOUT_S": "2",
     }
     # A developer's start command (the others use scripts/start.sh's launcher).
     with AppServer.run(env, tmp_path / "app.log", app="app.py") as app:
         waiting = "waiting up to 600 s (ERNIE_REMOTE_WAIT_S)"  # on its console
         await until(lambda: waiting in app.log.read_text(), 120, "the waiting line")
         assert app.readyz()[1]["state"] == "loading"
+        # Chainlit's own server closes a connection that says nothing, as python -m serve
+        opened, _ = await idle_connections(app.url, visitor(), 1)
+        assert await closed(opened[0][0], within_s=6)
         async with relay(port, vllm_server.url):  # the server comes up on its port
             await ready_and_chatting(app, vllm_server)
 

@@ -37,7 +37,7 @@ from testing.shapes import (
     reconnect,
     with_idle_tabs,
 )
-from testing.visitors import CLAIMS, async_http_client, idle_connections, visitor
+from testing.visitors import CLAIMS, async_http_client, closed, idle_connections, visitor
 
 pytestmark = pytest.mark.engine
 
@@ -255,19 +255,6 @@ async def test_reconnects_idle_tabs_and_a_slow_reader_lose_nothing_through_hapro
         beside = await at_connect(group.url, chats=8)
         assert (beside.sent, beside.answered, beside.lost) == (8, 8, 0), beside
         assert await ended(float(DEMO_APP_ENV["ERNIE_SOCKET_TIMEOUT_S"]) + 4)
-
-
-async def closed(reader: asyncio.StreamReader, *, within_s: float) -> bool:
-    """Whether the server closed the connection (within ``within_s``)."""
-    try:
-        async with asyncio.timeout(within_s):
-            while await reader.read(4096):
-                pass  # HAProxy's 408 before it closes an idle connection
-    except TimeoutError:
-        return False
-    except ConnectionError:
-        return True
-    return True
 
 
 async def one_chat_a_worker(stack: contextlib.AsyncExitStack, group: AppServer) -> list[ChatClient]:

@@ -133,6 +133,9 @@ def test_compose_runs_both_targets_and_reserves_a_gpu() -> None:
         # This host only, unless the operator publishes it (CHAT_BIND).
         assert service["ports"] == ["${CHAT_BIND:-127.0.0.1}:${CHAT_PORT:-8000}:8000"]
         assert service["init"] is True
+        # Listening on every address in the container, it answers localhost only (DNS
+        # rebinding) until the operator lists the names it is reached by.
+        assert service["environment"]["ERNIE_ALLOWED_HOSTS"] == "${ERNIE_ALLOWED_HOSTS:-localhost}"
         # Every ERNIE_* name it passes is a setting (a misspelled one stops the app).
         for name in service["environment"]:
             if name.startswith("ERNIE_"):
