@@ -164,6 +164,17 @@ def thread_of(url: str, cookie: dict[str, str], thread_id: str) -> dict[str, Any
     return dict(answer.json())
 
 
+async def stored_steps(url: str, cookie: dict[str, str], thread_id: str, last: str) -> list[Any]:
+    """The chat's steps once its message ``last`` is stored (Chainlit writes them in tasks
+    of their own, after the reply's end)."""
+
+    def steps() -> list[Any] | None:
+        found = thread_of(url, cookie, thread_id)["steps"]
+        return found if any(s.get("output") == last for s in found) else None
+
+    return list(await until(steps, 20, f"{last!r} in the history", interval_s=0.2))
+
+
 async def test_settings_the_panel_cannot_send_are_not_stored(signed_app: AppServer) -> None:
     """``chat_settings_change`` stored whatever it was sent in the session (kept an hour,
     and in the chat's history) before the panel's check refused it: 172 MB in 5 s."""
@@ -177,9 +188,13 @@ async def test_settings_the_panel_cannot_send_are_not_stored(signed_app: AppServ
         await chat.change_settings(PAGE_SETTINGS)  # the panel's own: taken
         thread_id = chat.thread_id
     assert thread_id is not None
-    await asyncio.sleep(0.5)  # the disconnect stores the session's settings
-    stored = thread_of(url, cookie, thread_id)["metadata"]
-    text = stored if isinstance(stored, str) else json.dumps(stored)
+
+    def kept() -> str | None:  # the disconnect stores the session's settings, in a task
+        stored = thread_of(url, cookie, thread_id)["metadata"]
+        text = stored if isinstance(stored, str) else json.dumps(stored or {})
+        return text if "chat_settings" in text else None
+
+    text = await until(kept, 20, "the chat's settings stored", interval_s=0.2)
     assert "junk" not in text and "垃圾" not in text
     assert json.loads(text)["chat_settings"] == PAGE_SETTINGS
 
@@ -212,7 +227,7 @@ async def test_a_stop_with_nothing_to_stop_stores_nothing(signed_app: AppServer)
         assert (await chat.send("再来")).error is None
         thread_id = chat.thread_id
     assert thread_id is not None
-    steps = thread_of(url, cookie, thread_id)["steps"]
+    steps = await stored_steps(url, cookie, thread_id, "再来")
     stopped = [s for s in steps if "manually stopped" in (s.get("output") or "")]
     assert not stopped, f"{len(stopped)} stop notices stored"
     assert not any("manually stopped" in m for m in chat.messages)
@@ -230,8 +245,8 @@ async def test_a_message_larger_than_the_page_sends_goes_nowhere(signed_app: App
         assert (await chat.send("再来")).error is None
         thread_id = chat.thread_id
     assert thread_id is not None
-    outputs = [s.get("output") for s in thread_of(url, cookie, thread_id)["steps"]]
-    assert "再来" in outputs and "大的" not in outputs
+    outputs = [s.get("output") for s in await stored_steps(url, cookie, thread_id, "再来")]
+    assert "大的" not in outputs
 
 
 async def test_a_flood_of_events_closes_its_socket_and_costs_others_nothing(
