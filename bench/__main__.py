@@ -3,7 +3,8 @@
 Usage::
 
     python -m bench [--concurrency 1 16 64 256] [--reply-tokens 256] [--rounds 1]
-                    [--paths engine app http [chainlit workers engines cores remote]]
+                    [--paths engine app http [vllm engine@256 chainlit workers engines
+                    cores remote]]
                     [--workers 4] [--engines 2] [--engine-workers 2 [4 ...]]
                     [--replicas 1] [--api-servers 1] [--vllm-url URL] [--out artifacts/bench]
     python -m bench --paths engine cores engines app --rate [R ...] [--duration-s 20]
@@ -14,7 +15,11 @@ Usage::
 
 The model and engine settings are the app's (``ERNIE_*``, ``.env``). Prints a table and
 the ratios, and writes ``bench.json`` and ``bench.png`` into ``--out``. The paths named
-only on request: ``chainlit`` (the app under ``chainlit run``, the developers' command),
+only on request: ``vllm`` (``vllm serve`` with vLLM's own defaults over its OpenAI API, the
+set-up an operator would run instead: ``bench.peer``; ``http`` talks to the same server),
+``engine@256`` (the raw engine with the batch the app gave it before it sized it from the
+device: 256 sequences, 2,048 tokens a step), ``chainlit`` (the app under ``chainlit
+run``, the developers' command),
 ``workers`` (``ERNIE_WORKERS=--workers`` behind HAProxy), ``engines`` (``ERNIE_ENGINES=
 --engines`` cores with ``--engine-workers`` workers each; more counts add ``engines-wN``
 paths, in the same run), ``cores`` (``--engines`` bare
@@ -39,7 +44,6 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from deploy.plan import Plan
@@ -52,18 +56,13 @@ from testing.servers import ROOT
 from .charts import write_chart
 from .measure import LoadResult, Loads
 from .openloop import OpenLoop, RateResult, Slo
-from .paths import (
-    PROMPT,
-    VllmServer,
-    app_path,
-    http_path,
-    remote_path,
-    vllm_server,
-)
+from .paths import PROMPT, Servers, app_path, http_path, remote_path
 from .report import BASELINE_PATHS, capacities, comparisons, rates_table, table, write_json
 from .shapes import SHAPES, run_shapes, shapes_table
 
-PATHS = ("engine", "app", "http", "chainlit", "workers", "engines", "cores", "remote")  # 5 by name
+PATHS = ("engine", "app", "http", "chainlit", "workers", "engines", "cores", "remote", "vllm")
+PATHS += ("engine@256",)  # 3 by default; the others by name
+LATE = ("http", "remote", "vllm")  # on a vLLM server, which holds the GPU's memory once up
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -146,17 +145,22 @@ async def _path(
     path: str,
     plan: Plan,
     args: argparse.Namespace,
-    vllm: Callable[[], Awaitable[VllmServer]],
+    servers: Servers,
     root: Path = ROOT,
 ) -> Measured:
     """One path: its cold burst (the socket paths), its loads, its open loop's rates;
     ``root``: the app's checkout (``--baseline``: another version's)."""
     loads = Loads(tuple(sorted(set(args.concurrency))), args.reply_tokens, max(1, args.rounds))
     out, open_loop = args.out, _open_loop(args, plan)
-    if path == "engine":  # vLLM's AsyncLLM here: imported for these two paths only
-        from .raw_engine import engine_path
+    if path.startswith("engine") and not path.startswith("engines"):  # AsyncLLM here
+        from .raw_engine import OLD_CAP, engine_path
 
-        return [], *await engine_path(plan, loads, open_loop)
+        sized = plan if path == "engine" else OLD_CAP(plan)
+        return [], *await engine_path(sized, loads, open_loop, name=path)
+    if path == "vllm":
+        from .peer import vllm_path
+
+        return [], *await vllm_path(await servers.peer(), plan, loads, open_loop)
     if path == "cores":
         from .cores import cores_path
 
@@ -172,10 +176,11 @@ async def _path(
         burst, closed, rates = await app_path(
             loads, out, path=path, open_loop=open_loop, root=root, **group
         )
-    elif path == "http":
-        burst, closed, rates = await http_path(await vllm(), plan, loads, out, open_loop)
+    elif path == "http":  # the guides' vLLM server: vllm serve with its own defaults
+        burst, closed, rates = await http_path(await servers.peer(), plan, loads, out, open_loop)
     else:
-        burst, closed, rates = await remote_path(await vllm(), loads, out, args.replicas, open_loop)
+        remote = await servers.app_args()
+        burst, closed, rates = await remote_path(remote, loads, out, args.replicas, open_loop)
     return [burst], closed, rates
 
 
@@ -207,22 +212,13 @@ async def _run(plan: Plan, args: argparse.Namespace) -> Measured:
     results: list[LoadResult] = []
     rates: list[RateResult] = []
     async with contextlib.AsyncExitStack() as stack:
-        server: list[VllmServer] = []  # one for the http and remote paths, once needed
-
-        async def vllm() -> VllmServer:
-            if args.vllm_url:
-                return VllmServer(str(args.vllm_url))
-            if not server:
-                started = vllm_server(plan, args.out / "vllm-server.log", args.api_servers)
-                server.append(await stack.enter_async_context(started))
-            return server[0]
-
-        # The in-process paths first: the vLLM server, once started, holds the GPU's memory.
-        for path in sorted(args.paths, key=lambda p: p in ("http", "remote")):
+        servers = Servers(args, plan, stack)
+        # The in-process paths first: a vLLM server, once started, holds the GPU's memory.
+        for path in sorted(args.paths, key=lambda p: p in LATE):
             started = time.monotonic()
-            burst, closed, measured = await _path(path, plan, args, vllm)
+            burst, closed, measured = await _path(path, plan, args, servers)
             if args.baseline and path in BASELINE_PATHS:  # the same path, the other version
-                old = await _path(path, plan, args, vllm, root=args.baseline.resolve())
+                old = await _path(path, plan, args, servers, root=args.baseline.resolve())
                 burst, closed, measured = burst + old[0], closed + old[1], measured + old[2]
             cold, results, rates = cold + burst, results + closed, rates + measured
             took = time.monotonic() - started

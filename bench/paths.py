@@ -7,8 +7,9 @@ import contextlib
 import functools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from deploy.plan import Plan
 from deploy.system_prompts import resolve_system_prompt
@@ -33,6 +34,7 @@ from .traffic import Conversation
 __all__ = [
     "PROMPT",
     "UNLIMITED",
+    "Servers",
     "VllmServer",
     "app_path",
     "http_path",
@@ -54,6 +56,14 @@ READY_TIMEOUT_S = 900
 # Every chat of a run comes from this machine's one address: the load, not the per-address
 # limits, is measured (a run's own ERNIE_* settings still win).
 UNLIMITED = NO_LIMITS
+
+
+def _known_to(root: Path, env: dict[str, str]) -> dict[str, str]:
+    """``env`` less the ERNIE_* settings the app at ``root`` does not define (a version from
+    before they were added stops at an unknown name)."""
+    source = "".join(path.read_text() for path in (root / "deploy").glob("*.py"))
+    known = {n for n in env if not n.startswith("ERNIE_") or f" {n[6:].lower()}:" in source}
+    return {name: value for name, value in env.items() if name in known}
 
 
 def _settings_env() -> dict[str, str]:
@@ -140,8 +150,12 @@ async def app_path(
     only). ``ERNIE_WORKERS``, ``ERNIE_ENGINES`` in ``settings``: a group behind its one
     port; unset: one process, one core. ``root``: another checkout of the app (a version to
     compare with, in the same run: its results are named ``path@base``)."""
-    env = {**UNLIMITED, **_settings_env(), **settings}
-    env.update(ERNIE_MAX_TOKENS=str(loads.reply_tokens), ERNIE_IGNORE_EOS="true")
+    env = {**UNLIMITED, **_settings_env(), **settings, "ERNIE_IGNORE_EOS": "true"}
+    longest = max(loads.reply_tokens, open_loop.reply_max if open_loop else 0)
+    # Replies of reply_tokens; the open loop's panel asks for up to reply_max.
+    env.update(ERNIE_MAX_TOKENS=str(longest), ERNIE_REPLY_TOKENS=str(loads.reply_tokens))
+    if root != ROOT:  # another version: the settings it knows (it refuses others), as it reads them
+        env = _known_to(root, env) | {"ERNIE_MAX_TOKENS": str(loads.reply_tokens)}
     env.setdefault("ERNIE_WORKERS", "1")
     env.setdefault("ERNIE_ENGINES", "1")
     app = "app.py" if path == "chainlit" else None
@@ -208,3 +222,32 @@ async def http_path(
     with AppServer.run(env, logs / "http-app.log", app="bench/http_app.py") as server:
         await asyncio.to_thread(server.wait, "/", READY_TIMEOUT_S)
         return await _socket_loads("http", [server], loads, vllm.pids, open_loop)
+
+
+@dataclass
+class Servers:
+    """The run's vLLM servers, each started once, when a path first needs it: the app's
+    engine arguments (the remote path), or vLLM's own defaults (the vllm and http paths)."""
+
+    args: Any
+    plan: Plan
+    stack: contextlib.AsyncExitStack
+    started: dict[str, VllmServer] = field(default_factory=dict)
+
+    async def app_args(self) -> VllmServer:
+        if self.args.vllm_url:
+            return VllmServer(str(self.args.vllm_url))
+        log = self.args.out / "vllm-server.log"
+        return await self._once("app", vllm_server(self.plan, log, self.args.api_servers))
+
+    async def peer(self) -> VllmServer:
+        from .peer import peer_server
+
+        return await self._once("peer", peer_server(self.plan, self.args.out / "vllm-peer.log"))
+
+    async def _once(
+        self, name: str, starting: contextlib.AbstractAsyncContextManager[VllmServer]
+    ) -> VllmServer:
+        if name not in self.started:
+            self.started[name] = await self.stack.enter_async_context(starting)
+        return self.started[name]

@@ -10,6 +10,7 @@ import asyncio
 import functools
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 from vllm import SamplingParams
@@ -31,7 +32,14 @@ from .paths import PROMPT, Converse
 from .talk import think
 from .traffic import Conversation
 
-__all__ = ["engine_conversation", "engine_load", "engine_path", "engine_request", "engine_talker"]
+__all__ = [
+    "OLD_CAP",
+    "engine_conversation",
+    "engine_load",
+    "engine_path",
+    "engine_request",
+    "engine_talker",
+]
 
 
 async def _drain(llm: AsyncLLM, prompt: list[int], params: SamplingParams) -> ReplyTiming:
@@ -81,20 +89,28 @@ def engine_talker(plan: Plan, llm: AsyncLLM) -> Converse:
     return functools.partial(engine_conversation, llm, builder, defaults)
 
 
+def OLD_CAP(plan: Plan) -> Plan:
+    """The plan with the batch the app gave one engine before it sized it from the device
+    (``engine@256``: 256 sequences, vLLM's engine default of 2,048 tokens a step)."""
+    old = {"max_num_seqs": 256, "max_num_batched_tokens": 2048}
+    return replace(plan, settings=plan.settings.with_values("the old cap", **old))
+
+
 async def engine_path(
-    plan: Plan, loads: Loads, open_loop: OpenLoop | None = None
+    plan: Plan, loads: Loads, open_loop: OpenLoop | None = None, *, name: str = "engine"
 ) -> tuple[list[LoadResult], list[RateResult]]:
-    """The raw AsyncLLM in this process, vLLM's own detokenizer: the ceiling."""
+    """The raw AsyncLLM in this process, vLLM's own detokenizer: the ceiling (its batch
+    the app's for one core: ``deploy.batch``)."""
     request = engine_request(plan, loads.reply_tokens)
     llm = AsyncLLM.from_engine_args(build_engine_args(plan))
     watch = ProcessWatch(os.getpid())
     try:
         load = timed(watch, lambda chats: engine_load(llm, request, chats))
-        closed = await measure_loads("engine", loads, watch, load)
+        closed = await measure_loads(name, loads, watch, load)
         if open_loop is None:
             return closed, []
         run = functools.partial(run_rate, engine_talker(plan, llm))
-        return closed, await sweep("engine", run, open_loop)
+        return closed, await sweep(name, run, open_loop)
     finally:
         watch.close()
         await shut_down(llm)

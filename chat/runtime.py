@@ -79,13 +79,15 @@ def _seal() -> Seal:
 
 
 def _limits(
-    settings: Settings, group: Attachment | None
+    engine: ChatEngine, group: Attachment | None
 ) -> tuple[UserLimits | SharedUserLimits, OpenChats]:
-    """This process's limits, or, in a group of workers, the group's (one file they share)."""
+    """This process's limits, or, in a group of workers, the group's (one file they share);
+    the replies at once over all users, unset: twice what the engine cores batch."""
+    settings = engine.settings
     values = {
         "max_replies": settings.user_max_replies,
         "per_minute": settings.user_messages_per_minute,
-        "max_total": settings.max_replies or 2 * settings.max_num_seqs,
+        "max_total": settings.max_replies or 2 * engine.plan.chats_at_once,
     }
     if group is None:
         return UserLimits(**values), ChatCount()
@@ -160,7 +162,7 @@ def _build(
     """The runtime around a new engine: its limits, sign-in and history registered, and
     the steps of the socket events (wired by ``configure``)."""
     settings = engine.settings
-    limits, chats = _limits(settings, seat)
+    limits, chats = _limits(engine, seat)
     signed_in = sign_in.register(settings, None if seat is None else seat.folder / LIMITS_FILE)
     url = settings.kept_history_url
     if url is not None:

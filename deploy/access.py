@@ -130,7 +130,7 @@ class AccessSettings(RecordedSettings):
         None,
         ge=1,
         description="Replies the app runs at once over all users (more get a polite busy "
-        "answer); unset: twice max_num_seqs.",
+        "answer); unset: twice what the engine cores batch at once.",
     )
     user_messages_per_minute: int = Field(
         20, ge=1, description="Messages one user may send a minute."

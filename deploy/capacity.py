@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .batch import TYPICAL_CHAT_TOKENS
 from .plan import Plan
 from .settings import env_name
 from .sizing import GiB
@@ -20,11 +21,11 @@ __all__ = ["TYPICAL_CHAT_TOKENS", "CapacityReport", "capacity_report"]
 
 logger = logging.getLogger(__name__)
 
-TYPICAL_CHAT_TOKENS = 2000  # a few exchanges of history plus a reply
 DECIDING_SETTINGS = (
     "profile",
     "max_model_len",
     "max_num_seqs",
+    "max_num_batched_tokens",
     "gpu_memory_utilization",
     "kv_cache_gb",
     "block_size",
@@ -51,6 +52,7 @@ class CapacityReport:
     block_size: int
     max_model_len: int
     max_num_seqs: int
+    max_num_batched_tokens: int
     full_length_requests: float  # requests of max_model_len tokens the KV cache holds at once
     typical_chat_tokens: int
     typical_chats: int  # chats of typical_chat_tokens at once (also bounded by max_num_seqs)
@@ -58,7 +60,13 @@ class CapacityReport:
     engines: int = 1  # engine cores, each with the KV cache and batch above (ERNIE_ENGINES)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The report, and the chats held at once by each core and by all, with why."""
+        at_once = {
+            "each_core": self.typical_chats,
+            "all_cores": self.typical_chats * self.engines,
+            "batch_from": self.settings.get("max_num_seqs", {}).get("from"),
+        }
+        return asdict(self) | {"chats_at_once": at_once}
 
     def lines(self) -> list[str]:
         """The report as an operator reads it in a log or a terminal."""
@@ -76,7 +84,8 @@ class CapacityReport:
             f"blocks of {self.block_size}",
             f"at once: {self.full_length_requests:.2f} requests of the full "
             f"{self.max_model_len:,} tokens; {self.typical_chats} chats of "
-            f"{self.typical_chat_tokens:,} tokens (max_num_seqs {self.max_num_seqs})",
+            f"{self.typical_chat_tokens:,} tokens (max_num_seqs {self.max_num_seqs}, "
+            f"{self.max_num_batched_tokens:,} tokens a step)",
             *self._engines_lines(),
             f"decided by: {decided}",
         ]
@@ -132,6 +141,7 @@ def capacity_report(vllm_config: Any, plan: Plan) -> CapacityReport:
     tokens = int(getattr(cache, "kv_cache_size_tokens", None) or blocks * block_size)
     max_model_len = int(vllm_config.model_config.max_model_len)
     max_num_seqs = int(vllm_config.scheduler_config.max_num_seqs)
+    step_tokens = int(vllm_config.scheduler_config.max_num_batched_tokens)
     concurrency = getattr(cache, "kv_cache_max_concurrency", None) or tokens / max_model_len
     typical_blocks = math.ceil(TYPICAL_CHAT_TOKENS / block_size)
     weights = _weights_bytes(settings.model, settings.revision, dtype_bytes)
@@ -147,6 +157,8 @@ def capacity_report(vllm_config: Any, plan: Plan) -> CapacityReport:
         "enable_prefix_caching": cache.enable_prefix_caching,
         "workers": plan.workers,
         "engines": plan.engines,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": step_tokens,
     }
     sources = plan.sources()
     decided = {
@@ -167,6 +179,7 @@ def capacity_report(vllm_config: Any, plan: Plan) -> CapacityReport:
         block_size=block_size,
         max_model_len=max_model_len,
         max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=step_tokens,
         full_length_requests=round(float(concurrency), 2),
         typical_chat_tokens=TYPICAL_CHAT_TOKENS,
         typical_chats=min(max_num_seqs, blocks // typical_blocks),

@@ -15,8 +15,9 @@ __all__ = ["build_engine_args"]
 
 def build_engine_args(plan: Plan) -> AsyncEngineArgs:
     """One engine core's arguments from the plan; unset values keep vLLM's defaults. With
-    ``ERNIE_ENGINES`` above 1 the core gets its share (``deploy.placement``)."""
-    settings, cpu, cores = plan.settings, plan.hardware.cpu, plan.placement
+    ``ERNIE_ENGINES`` above 1 the core gets its share of the memory (``deploy.placement``)
+    and a batch of its own (``deploy.batch``)."""
+    settings, cpu, cores, batch = plan.settings, plan.hardware.cpu, plan.placement, plan.batch
     eager = settings.enforce_eager
     args: dict[str, Any] = {
         "model": settings.model,
@@ -27,7 +28,7 @@ def build_engine_args(plan: Plan) -> AsyncEngineArgs:
         "tensor_parallel_size": settings.tensor_parallel_size,
         "pipeline_parallel_size": settings.pipeline_parallel_size,
         "gpu_memory_utilization": cores.share(plan.memory_share),
-        "max_num_seqs": cores.max_num_seqs,
+        "max_num_seqs": batch.max_num_seqs,
         "enforce_eager": eager if eager is not None else cpu,
         "load_format": settings.load_format,
         # The console shows the app's lines: loading is reported as the engine's state.
@@ -36,6 +37,7 @@ def build_engine_args(plan: Plan) -> AsyncEngineArgs:
     optional = {
         "block_size": settings.block_size,
         "enable_prefix_caching": settings.enable_prefix_caching,
+        "max_num_batched_tokens": batch.max_num_batched_tokens,
         "kv_cache_memory_bytes": None
         if settings.kv_cache_gb is None
         else int(cores.kv_cache_gib(settings.kv_cache_gb) * GiB),

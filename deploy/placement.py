@@ -3,13 +3,13 @@
 A small model leaves one GPU mostly idle: one engine core's own loop on one CPU core is
 the limit (docs/scaling.md). K cores, each with its own workers, serve more. The cores
 take the GPUs in turn (``tensor x pipeline`` GPUs each); cores on the same device split
-its memory share and its KV cache evenly, and the batch (``max_num_seqs``) is split over
-all of them, so K cores hold as many chats at once as one did.
+its memory share and its KV cache evenly; each core gets a batch of its own
+(``deploy.batch``), so K cores hold K times the chats of one.
 
 Usage::
 
     cores = plan.placement          # Placement.of(settings, hardware, K)
-    cores.count, cores.per_device, cores.devices(i), cores.share(0.9), cores.max_num_seqs
+    cores.count, cores.per_device, cores.devices(i), cores.share(0.9)
 """
 
 from __future__ import annotations
@@ -51,12 +51,11 @@ class Placement:
     count: int
     gpus: int  # visible GPUs; 0 on the CPU
     per_copy: int  # GPUs one core takes (tensor x pipeline)
-    total_seqs: int  # ERNIE_MAX_NUM_SEQS: over all the cores
 
     @classmethod
     def of(cls, settings: Settings, hardware: Hardware, count: int) -> Placement:
         per_copy = settings.tensor_parallel_size * settings.pipeline_parallel_size
-        return cls(count, len(hardware.gpus), per_copy, settings.max_num_seqs)
+        return cls(count, len(hardware.gpus), per_copy)
 
     @property
     def groups(self) -> int:
@@ -67,11 +66,6 @@ class Placement:
     def per_device(self) -> int:
         """Cores sharing one device (its memory share and KV cache split as many ways)."""
         return math.ceil(self.count / self.groups)
-
-    @property
-    def max_num_seqs(self) -> int:
-        """Each core's batch: the total split over the cores, rounded up."""
-        return math.ceil(self.total_seqs / self.count)
 
     def share(self, memory_share: float) -> float:
         """Each core's share of its device's memory."""

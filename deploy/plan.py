@@ -5,7 +5,7 @@ cores, workers per core, the memory share, the dtype).
 Usage::
 
     plan = preflight(settings)              # deploy.preflight: the checks
-    plan.engines, plan.workers, plan.placement, plan.memory_share, plan.sources()
+    plan.engines, plan.workers, plan.placement, plan.batch, plan.memory_share, plan.sources()
     plan.alone()                            # the same plan for one process
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .batch import Batch, batch_for
 from .hardware import Hardware
 from .model_files import ModelShape
 from .placement import CPUS_PER_CORE, ENGINE_MARGIN_GIB, SMALL_MODEL_SHARE, Placement, weights_gib
@@ -71,6 +72,18 @@ class Plan:
         return Placement.of(self.settings, self.hardware, self.engines)
 
     @property
+    def batch(self) -> Batch:
+        """Each engine core's batch (``deploy.batch``: the device, the profile, its KV cache)."""
+        tokens = core_tokens(self, self.engines)
+        return batch_for(self.hardware, profile=self.settings.profile, kv_tokens=tokens,
+                         settings=self.settings)  # fmt: skip
+
+    @property
+    def chats_at_once(self) -> int:
+        """Replies the engine cores run at once, all together."""
+        return self.batch.max_num_seqs * self.engines
+
+    @property
     def workers(self) -> int:
         """Web front ends per engine core (``ERNIE_WORKERS``): unset, 1 on the CPU (its
         engine is the bottleneck) and on a GPU one per 4 CPU cores over the engine cores,
@@ -100,7 +113,7 @@ class Plan:
                 )
             elif source == "default":
                 sources[name] = "backend default"
-        return sources
+        return sources | self.batch.sources
 
 
 # --- the engine cores' default ----------------------------------------------------
@@ -141,7 +154,7 @@ def default_engines(plan: Plan) -> tuple[int, str]:
     one, device_gib = Placement.of(settings, hardware, 1), _device_gib(hardware)
     if weights / one.per_copy > SMALL_MODEL_SHARE * device_gib:
         return 1, "default: one core (the model is not small beside its GPU)"
-    wanted = min(2 * one.groups, hardware.cpus // CPUS_PER_CORE, settings.max_num_seqs)
+    wanted = min(2 * one.groups, hardware.cpus // CPUS_PER_CORE)
     fits = [k for k in range(2, wanted + 1) if holds(plan, core_tokens(plan, k))]
     if not fits:
         return 1, f"default: one core ({hardware.cpus} CPU cores, or no room for two)"

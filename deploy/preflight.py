@@ -17,6 +17,7 @@ import logging
 
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from .batch import TYPICAL_CHAT_TOKENS
 from .database import redact
 from .hardware import Hardware, driver_problem
 from .model_files import ModelShape, read_model_config, refuse
@@ -196,9 +197,6 @@ def check_placement(plan: Plan) -> None:
         return
     if settings.engine == "remote":
         raise refuse("engines", count, "the remote servers run the engines", "unset it")
-    if count > settings.max_num_seqs:
-        why = f"each core needs a request of {env_name('max_num_seqs')}={settings.max_num_seqs}"
-        raise refuse("engines", count, why, f"use at most {settings.max_num_seqs}")
     tokens = core_tokens(plan, count)
     if holds(plan, tokens):
         return
@@ -212,6 +210,23 @@ def check_placement(plan: Plan) -> None:
     )
 
 
+def check_batch(plan: Plan) -> None:
+    """Refuse an ``ERNIE_MAX_NUM_SEQS`` whose chats the core's KV cache cannot hold (known
+    before loading on a GPU, or with ``ERNIE_KV_CACHE_GB``): one line and a fix."""
+    wanted, tokens = plan.settings.max_num_seqs, core_tokens(plan, plan.engines)
+    if wanted is None or tokens is None or tokens // TYPICAL_CHAT_TOKENS >= wanted:
+        return
+    most = max(1, tokens // TYPICAL_CHAT_TOKENS)
+    raise refuse(
+        "max_num_seqs",
+        wanted,
+        f"each engine core's KV cache holds about {tokens:,} tokens, {most:,} chats of "
+        f"{TYPICAL_CHAT_TOKENS:,}",
+        f"use at most {most:,}, unset it, or give the KV cache more memory "
+        f"({env_name('gpu_memory_utilization')}, {env_name('kv_cache_gb')})",
+    )
+
+
 def check_plan(plan: Plan) -> Plan:
     """Every check that needs no loaded engine; returns the plan with profile values fitted."""
     if plan.shape is not None:
@@ -221,6 +236,7 @@ def check_plan(plan: Plan) -> Plan:
     _check_device(plan)
     _check_memory(plan)
     check_placement(plan)
+    check_batch(plan)
     return plan
 
 

@@ -101,7 +101,8 @@ class Settings(AccessSettings):
     )
     profile: ProfileName = Field(
         DEFAULT_PROFILE,
-        description="Presets of max_model_len, max_num_seqs and GPU memory share.",
+        description="Presets of max_model_len, the batch (a factor of the device's) and "
+        "GPU memory share.",
     )
     max_model_len: int = Field(
         PROFILES[DEFAULT_PROFILE].max_model_len,
@@ -125,11 +126,20 @@ class Settings(AccessSettings):
     enable_prefix_caching: bool | None = Field(
         None, description="Reuse the KV cache of shared prompt prefixes; unset: vLLM's."
     )
-    max_num_seqs: int = Field(
-        PROFILES[DEFAULT_PROFILE].max_num_seqs,
+    max_num_seqs: int | None = Field(
+        None,
         ge=1,
-        le=4096,
-        description="Most requests in one batch; unset: the profile's.",
+        le=16384,
+        description="Most requests each engine core runs at once; unset: vLLM's batch for "
+        "the device times the profile's factor, within what the KV cache holds "
+        "(docs/scaling.md).",
+    )
+    max_num_batched_tokens: int | None = Field(
+        None,
+        ge=16,
+        le=1 << 20,
+        description="Most tokens each engine core takes in one step; unset: vLLM's for the "
+        "device (twice that with the high-concurrency profile).",
     )
     enforce_eager: bool | None = Field(
         None,
@@ -223,7 +233,7 @@ class Settings(AccessSettings):
         profile = PROFILES.get(str(data.get("profile", DEFAULT_PROFILE)))
         if profile is None:  # the field's own check reports the bad name
             return data
-        return {"max_model_len": profile.max_model_len, "max_num_seqs": profile.max_num_seqs} | data
+        return {"max_model_len": profile.max_model_len} | data
 
     @field_validator("remote_url")
     @classmethod

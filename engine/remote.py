@@ -55,6 +55,7 @@ logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 600.0  # between two events of a stream: a long queue on a busy server
+REMOTE_BATCH = 256  # the largest batch warmed up: the servers size their own
 KEEPALIVE_S = 3.0
 UP_POLL_S = 2.0  # how often a server that is not up yet is asked again
 
@@ -109,7 +110,7 @@ class RemoteBackend:
         lengths = [s.max_model_len for s in servers if s.max_model_len]
         # Every prompt must fit any server: the shortest context served.
         self.max_model_len = min([*lengths, settings.max_model_len])
-        self.max_num_seqs = settings.max_num_seqs
+        self.max_num_seqs = settings.max_num_seqs or REMOTE_BATCH
         self._requests: dict[str, _Request] = {}
 
     @classmethod

@@ -30,6 +30,13 @@ def test_report_matches_the_engine_and_the_arithmetic(running: RunningEngine) ->
     )
     assert report.typical_chats == min(report.max_num_seqs, expected_blocks // 16)  # 2000 tokens
     assert report.settings["kv_cache_gb"] == {"value": 0.5, "from": "given"}
+    scheduler = engine.backend.llm.vllm_config.scheduler_config  # type: ignore[attr-defined]
+    assert report.max_num_batched_tokens == scheduler.max_num_batched_tokens
+    assert report.settings["max_num_seqs"] == {"value": 32, "from": "given"}
+    assert report.settings["max_num_batched_tokens"]["from"] == "vLLM's own"  # the CPU's
+    at_once = report.as_dict()["chats_at_once"]  # what /readyz says, and why
+    assert at_once == {"each_core": report.typical_chats, "all_cores": report.typical_chats,
+                       "batch_from": "given"}  # fmt: skip
     assert report.weights_gib is not None and 0 < report.weights_gib < 0.1
 
 

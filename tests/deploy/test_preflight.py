@@ -340,12 +340,12 @@ def test_a_profile_length_beyond_the_model_is_lowered_to_the_model() -> None:
 
 
 def test_engine_cores_take_the_gpus_in_turn_and_split_what_they_share() -> None:
-    cores = plan(gpus=2, engines=4, max_num_seqs=256).placement
+    cores = plan(gpus=2, engines=4).placement
     assert [cores.devices(i) for i in range(4)] == ["0", "1", "0", "1"]
     assert cores.per_device == 2 and cores.share(0.9) == 0.45
-    assert cores.kv_cache_gib(8.0) == 4.0 and cores.max_num_seqs == 64
+    assert cores.kv_cache_gib(8.0) == 4.0
     alone = plan(engines=1).placement
-    assert alone.devices(0) is None and alone.share(0.9) == 0.9 and alone.max_num_seqs == 256
+    assert alone.devices(0) is None and alone.share(0.9) == 0.9
 
 
 def test_the_default_engine_cores_follow_the_model_the_gpus_and_the_cpus() -> None:
@@ -371,7 +371,6 @@ def test_the_default_engine_cores_follow_the_model_the_gpus_and_the_cpus() -> No
 @pytest.mark.parametrize(
     ("values", "words"),
     [
-        ({"engines": 8, "max_num_seqs": 4}, "ERNIE_ENGINES=8: each core needs a request"),
         # 1 GiB of KV cache split 8 ways: 7,281 tokens a core; 3 cores keep 19,418 each
         ({"engines": 8, "kv_cache_gb": 1.0}, "about 7,281 tokens of KV cache.*use 3"),
     ],

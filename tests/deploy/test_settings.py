@@ -132,7 +132,7 @@ def test_each_value_knows_where_it_came_from(
     assert origins["max_model_len"] == "profile balanced"
     assert origins["stream_interval_ms"] == "default"
     monkeypatch.setenv("ERNIE_PROFILE", "long-context")
-    assert load_settings().origins["max_num_seqs"] == "profile long-context"
+    assert load_settings().origins["max_model_len"] == "profile long-context"
     capped = load_settings().with_values("fitted", max_model_len=4096)
     assert capped.max_model_len == 4096 and capped.origins["max_model_len"] == "fitted"
 

@@ -1,0 +1,108 @@
+"""Each engine core's batch from the device, the profile and its KV cache (``deploy.batch``),
+with the facts of an H200, a B200, an A100, a 24 GB card and the CPU given to the plan (no
+GPU here). The product's in-process engine got 128 sequences a core on an H200 (256 over
+two cores), where ``vllm serve`` alone gets 1,024."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from deploy.hardware import Gpu, Hardware
+from deploy.model_files import ModelShape
+from deploy.plan import Plan
+from deploy.preflight import check_plan
+from deploy.settings import SettingsError
+from testing.demo import hermetic_settings
+
+GiB = 1 << 30
+ERNIE_03B = ModelShape(131072, 16, 2, 18, 128, "bfloat16", parameters=361_821_120)
+
+
+def machine(name: str, gib: int, gpus: int = 1, cpus: int = 16) -> Hardware:
+    gpu = Gpu(name, total_bytes=gib * GiB, free_bytes=(gib - 1) * GiB, capability=(9, 0))
+    return Hardware("gpu", (gpu,) * gpus, 256 * GiB, 200 * GiB, ("bfloat16",), cpus=cpus)
+
+
+def plan_on(hardware: Hardware, **values: object) -> Plan:
+    return Plan(hermetic_settings(**values), ERNIE_03B, hardware)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "gib", "seqs", "tokens", "row"),
+    [
+        ("NVIDIA H200", 140, 1024, 8192, "a GPU of 70 GiB or more, not an A100 (NVIDIA H200)"),
+        ("NVIDIA B200", 180, 1024, 16384, "a GPU of 160 GiB or more"),
+        ("NVIDIA A100-SXM4-80GB", 80, 256, 2048, "NVIDIA A100-SXM4-80GB, 80 GiB"),
+        ("NVIDIA GeForce RTX 4090", 24, 256, 2048, "NVIDIA GeForce RTX 4090, 24 GiB"),
+    ],
+)
+def test_each_core_gets_what_vllm_gives_a_server_alone_on_its_device(
+    gpu: str, gib: int, seqs: int, tokens: int, row: str
+) -> None:
+    plan = plan_on(machine(gpu, gib))
+    batch = plan.batch
+    assert (batch.max_num_seqs, batch.max_num_batched_tokens) == (seqs, tokens)
+    sources = plan.sources()
+    assert sources["max_num_seqs"] == f"vLLM's batch for {row} x 1 (profile balanced)"
+    assert sources["max_num_batched_tokens"] == f"vLLM's batch for {row} x 1"
+    assert plan.chats_at_once == seqs * plan.engines  # each core its own, not a share
+
+
+def test_two_cores_on_an_h200_hold_twice_the_chats_of_one() -> None:
+    plan = plan_on(machine("NVIDIA H200", 140))
+    assert plan.engines == 2 and plan.batch.max_num_seqs == 1024
+    assert plan.chats_at_once == 2048  # was 256: one profile number split over the cores
+
+
+def test_the_cpu_backend_keeps_its_batch() -> None:
+    cpu = Hardware("cpu", (), 24 * GiB, 20 * GiB, ("bfloat16",), cpus=2)
+    plan = Plan(hermetic_settings(), ERNIE_03B, cpu)
+    assert (plan.batch.max_num_seqs, plan.batch.max_num_batched_tokens) == (256, None)
+    assert plan.sources()["max_num_seqs"] == "the CPU backend's x 1 (profile balanced)"
+    assert plan.sources()["max_num_batched_tokens"] == "vLLM's own"
+    long = Plan(hermetic_settings(profile="long-context"), ERNIE_03B, cpu)
+    assert long.batch.max_num_seqs == 32  # the profiles' old CPU numbers: 512, 256, 32
+    assert (
+        Plan(hermetic_settings(profile="high-concurrency"), ERNIE_03B, cpu).batch.max_num_seqs
+        == 512
+    )
+
+
+def test_the_profiles_scale_the_device_batch() -> None:
+    h200 = machine("NVIDIA H200", 140)
+    busy = plan_on(h200, profile="high-concurrency", engines=1).batch
+    assert (busy.max_num_seqs, busy.max_num_batched_tokens) == (2048, 16384)
+    halves = plan_on(h200, profile="high-concurrency")  # two cores: half the KV cache each
+    assert halves.batch.max_num_seqs == 1786  # 3.6M tokens a core: 1,786 chats of 2,000
+    long = plan_on(h200, profile="long-context").batch
+    assert (long.max_num_seqs, long.max_num_batched_tokens) == (128, 8192)
+
+
+def test_the_kv_cache_caps_the_batch() -> None:
+    """0.05 of an H200 for one core: about 5.3 GiB of KV cache, 310k tokens, 155 chats of
+    2,000 tokens: fewer than vLLM's 1,024, and the batch says so."""
+    plan = plan_on(machine("NVIDIA H200", 140), engines=1, gpu_memory_utilization=0.05)
+    assert plan.batch.max_num_seqs == 155
+    assert plan.sources()["max_num_seqs"].startswith("what the core's KV cache holds")
+
+
+def test_an_explicit_batch_wins_and_is_checked_against_the_kv_cache() -> None:
+    h200 = machine("NVIDIA H200", 140)
+    given = plan_on(h200, max_num_seqs=64, max_num_batched_tokens=4096)
+    assert (given.batch.max_num_seqs, given.batch.max_num_batched_tokens) == (64, 4096)
+    assert given.sources()["max_num_seqs"] == "given"
+    assert check_plan(plan_on(h200, max_num_seqs=1500)).batch.max_num_seqs == 1500  # it holds
+    with pytest.raises(SettingsError) as refused:
+        check_plan(plan_on(h200, engines=1, gpu_memory_utilization=0.05, max_num_seqs=1024))
+    line = str(refused.value)
+    assert line.startswith("ERNIE_MAX_NUM_SEQS=1024: each engine core's KV cache holds about")
+    assert "155 chats of 2,000" in line and "use at most 155" in line and "\n" not in line
+
+
+def test_an_unknown_model_size_leaves_the_device_batch() -> None:
+    plan = Plan(
+        hermetic_settings(), replace(ERNIE_03B, parameters=None), machine("NVIDIA H200", 140)
+    )
+    assert plan.batch.max_num_seqs == 1024  # no KV estimate before loading: vLLM's row
