@@ -176,8 +176,12 @@ async def sweep(path: str, run: Run, plan: OpenLoop) -> list[RateResult]:
     results: list[RateResult] = []
 
     async def at(rate: float) -> RateResult:
-        result = summarise(path, rate, await run(plan.traffic(rate).conversations()), plan.slo)
+        talks = await run(plan.traffic(rate).conversations())
+        result = summarise(path, rate, talks, plan.slo)
         print(f"{path} at {rate:g}/s: {result.as_dict()}", file=sys.stderr, flush=True)
+        failed = sorted({str(t.error) for talk in talks for t in talk if not t.answered})
+        if failed:  # why turns failed, each cause once
+            print(f"{path} at {rate:g}/s: failed turns: {failed[:5]}", file=sys.stderr)
         results.append(result)
         return result
 

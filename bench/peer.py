@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from httpx_sse import SSEError, aconnect_sse
 
 from deploy.plan import Plan
 from deploy.system_prompts import resolve_system_prompt
@@ -74,25 +75,26 @@ async def openai_turn(
     body = {"model": SERVED, "messages": messages, "max_tokens": tokens, "stream": True}
     body |= {"ignore_eos": True}  # every reply runs to its length, as on the other paths
     sent, frames, text = time.monotonic(), [], []
-    try:
-        async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as answer:
-            answer.raise_for_status()
-            async for line in answer.aiter_lines():
-                delta = _delta(line)
+    try:  # httpx-sse, as the remote engine reads it: a reply's text may hold U+2028, which
+        # splits a line for str.splitlines (httpx's aiter_lines), not for server-sent events
+        async with aconnect_sse(client, "POST", f"{url}/v1/chat/completions", json=body) as sse:
+            sse.response.raise_for_status()
+            async for event in sse.aiter_sse():
+                delta = _delta(event.data)
                 if delta:
                     frames.append(time.monotonic())
                     text.append(delta)
-    except (httpx.HTTPError, ValueError) as exc:
+    except (httpx.HTTPError, SSEError, ValueError) as exc:
         return Turn(sent, None, None, (), tokens, f"{type(exc).__name__}: {exc}"), ""
     first, last = (frames[0], frames[-1]) if frames else (None, None)
     return Turn(sent, first, last, tuple(frames), tokens), "".join(text)
 
 
-def _delta(line: str) -> str | None:
+def _delta(data: str) -> str | None:
     """The text of one server-sent event of a streamed completion."""
-    if not line.startswith("data: ") or line == "data: [DONE]":
+    if data == "[DONE]":
         return None
-    choices = json.loads(line[6:]).get("choices") or [{}]
+    choices = json.loads(data).get("choices") or [{}]
     content: Any = (choices[0].get("delta") or {}).get("content")
     return content if isinstance(content, str) else None
 
@@ -133,7 +135,9 @@ async def vllm_path(
 ) -> tuple[list[LoadResult], list[RateResult]]:
     """The closed loads, then the open loop's rates, on ``vllm serve`` with its defaults."""
     system = resolve_system_prompt(plan.settings.system_prompt)
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=1024)
+    # Idle connections close before vLLM's server closes them (its keep-alive: 5 s): a turn
+    # after a long think sent on one the server had just closed failed (1 in 114 at 4/s).
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=1024, keepalive_expiry=4)
     timeout = httpx.Timeout(REPLY_TIMEOUT_S, connect=30)
     watch = ProcessWatch(*peer.pids)
     try:

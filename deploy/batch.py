@@ -83,12 +83,12 @@ def batch_for(
     """One core's batch by the rules above; ``kv_tokens``: its KV cache (None: unknown)."""
     seqs, tokens, row = device_batch(hardware)
     factor = PROFILES[profile].batch_factor
-    seqs_from = f"{row} x {factor:g} (profile {profile})"
+    seqs_from = f"{row}, x {factor:g} for the profile {profile}"
     seqs = max(1, int(seqs * factor))
     if kv_tokens is not None and kv_tokens // TYPICAL_CHAT_TOKENS < seqs:
         seqs = max(1, kv_tokens // TYPICAL_CHAT_TOKENS)
         seqs_from = f"what the core's KV cache holds: chats of {TYPICAL_CHAT_TOKENS:,} tokens"
-    tokens_from = "vLLM's own" if tokens is None else f"{row} x {max(1.0, factor):g}"
+    tokens_from = "vLLM's own" if tokens is None else f"{row}, x {max(1.0, factor):g}"
     if tokens is not None:
         tokens = int(tokens * max(1.0, factor))  # a shorter batch still takes long prompts
     if settings.max_num_seqs is not None:

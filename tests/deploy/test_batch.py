@@ -45,8 +45,8 @@ def test_each_core_gets_what_vllm_gives_a_server_alone_on_its_device(
     batch = plan.batch
     assert (batch.max_num_seqs, batch.max_num_batched_tokens) == (seqs, tokens)
     sources = plan.sources()
-    assert sources["max_num_seqs"] == f"vLLM's batch for {row} x 1 (profile balanced)"
-    assert sources["max_num_batched_tokens"] == f"vLLM's batch for {row} x 1"
+    assert sources["max_num_seqs"] == f"vLLM's batch for {row}, x 1 for the profile balanced"
+    assert sources["max_num_batched_tokens"] == f"vLLM's batch for {row}, x 1"
     assert plan.chats_at_once == seqs * plan.engines  # each core its own, not a share
 
 
@@ -60,7 +60,7 @@ def test_the_cpu_backend_keeps_its_batch() -> None:
     cpu = Hardware("cpu", (), 24 * GiB, 20 * GiB, ("bfloat16",), cpus=2)
     plan = Plan(hermetic_settings(), ERNIE_03B, cpu)
     assert (plan.batch.max_num_seqs, plan.batch.max_num_batched_tokens) == (256, None)
-    assert plan.sources()["max_num_seqs"] == "the CPU backend's x 1 (profile balanced)"
+    assert plan.sources()["max_num_seqs"] == "the CPU backend's, x 1 for the profile balanced"
     assert plan.sources()["max_num_batched_tokens"] == "vLLM's own"
     long = Plan(hermetic_settings(profile="long-context"), ERNIE_03B, cpu)
     assert long.batch.max_num_seqs == 32  # the profiles' old CPU numbers: 512, 256, 32
