@@ -1,6 +1,6 @@
 """The chat app's entry point for Chainlit: ``chainlit run app.py``.
 
-Settings come from ``ERNIE_*`` variables or ``.env`` (``deploy.settings``); the web app is
+Settings come from ``ERNIE_*`` variables or ``.env`` (``settings.settings``); the web app is
 the ``chat`` package, the model side the ``engine`` package. This file only opens it:
 the handlers register with Chainlit, and the engine is built from the settings (a bad
 setting stops here, in one line) with sign-in, history and the routes turned on.

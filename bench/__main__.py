@@ -46,11 +46,11 @@ import sys
 import time
 from pathlib import Path
 
-from deploy.plan import Plan
-from deploy.preflight import preflight
-from deploy.settings import SettingsError
-from deploy.settings_loader import load_settings
+from engine.vllm_door.plan import Plan
+from engine.vllm_door.preflight import preflight
 from serve.web import raise_open_files
+from settings.loader import load_settings
+from settings.settings import SettingsError
 from testing.servers import ROOT
 
 from .charts import write_chart

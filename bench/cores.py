@@ -20,9 +20,9 @@ from multiprocessing.connection import Connection
 
 from vllm.v1.engine.async_llm import AsyncLLM
 
-from deploy.engine_args import build_engine_args
-from deploy.plan import Plan
-from deploy.vllm_internals import shut_down
+from engine.vllm_door.engine_args import build_engine_args
+from engine.vllm_door.internals import shut_down
+from engine.vllm_door.plan import Plan
 
 from .measure import LoadResult, Loads, ProcessWatch, ReplyTiming, measure_loads, timed
 from .openloop import OpenLoop, RateResult, Turn, run_rate, sweep

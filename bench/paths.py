@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deploy.plan import Plan
-from deploy.system_prompts import resolve_system_prompt
+from engine.model.system_prompts import resolve_system_prompt
+from engine.vllm_door.plan import Plan
 from testing.chat_client import ChatClient
 from testing.demo import NO_LIMITS
 from testing.servers import ROOT, AppServer, Server, openai_server

@@ -27,8 +27,8 @@ from typing import Any
 import httpx
 from httpx_sse import SSEError, aconnect_sse
 
-from deploy.plan import Plan
-from deploy.system_prompts import resolve_system_prompt
+from engine.model.system_prompts import resolve_system_prompt
+from engine.vllm_door.plan import Plan
 from testing.background import environ
 from testing.servers import Server
 

@@ -8,10 +8,10 @@ import logging
 import os
 import sys
 
-from deploy.database import redact
-from deploy.preflight import history_problem
+from settings.urls import redact
 
 from .conversation import Seal
+from .history.reach import history_problem
 from .history.schema import create_schema
 from .runtime import Runtime
 

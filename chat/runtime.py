@@ -27,11 +27,11 @@ from chainlit.config import config
 from chainlit.server import app
 from chainlit.types import ThreadDict
 
-from deploy.settings import AUTH_SECRET, Settings, SettingsError
-from deploy.settings_loader import load_settings
 from engine import Attachment, ChatEngine
+from settings.loader import load_settings
+from settings.settings import AUTH_SECRET, Settings, SettingsError
 
-from . import events, history, routes
+from . import events, routes
 from .access import guards, origins, sign_in
 from .access.admission import Admission
 from .access.front_door import FrontDoor
@@ -44,6 +44,7 @@ from .arrival import Arrival
 from .compat import drop_blocking_sleep, guard_module_getattr, private_files_folder
 from .conversation import Seal
 from .events import Step
+from .history.setup import register as register_history
 from .ui.panel import options_from
 
 __all__ = ["Runtime", "configure", "runtime"]
@@ -166,7 +167,7 @@ def _build(
     signed_in = sign_in.register(settings, None if seat is None else seat.folder / LIMITS_FILE)
     url = settings.kept_history_url
     if url is not None:
-        history.register(url, resume)
+        register_history(url, resume)
     trust = proxy_trust(settings)
     door = FrontDoor(
         trust,

@@ -1,6 +1,6 @@
 """The model side: a backend that runs the model, kept alive, and the reply path on it.
 
-The data path reads one way: settings (``deploy``) -> engine -> web app (``chat``).
+The data path reads one way: settings (``settings``) -> engine -> web app (``chat``).
 This package never imports Chainlit. Its public names are below; the modules behind
 them are its own business (``engine.backend`` is the seam for new backends).
 
@@ -28,12 +28,15 @@ if TYPE_CHECKING:
         MessageRefusedError,
         PromptTooLongError,
     )
+    from .model.system_prompts import available_system_prompts
     from .prompt import Turn
     from .replies import ChatEngine, new_request_id
     from .sampling import ChatOptions
     from .shared_core import Attachment, SharedCore, launch_shared_core
     from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk
     from .supervisor import EngineState, EngineStatus
+    from .vllm_door.plan import Plan
+    from .vllm_door.preflight import preflight
 
 _SOURCES = {
     "backend": ["Backend"],
@@ -50,12 +53,15 @@ _SOURCES = {
         "MessageRefusedError",
         "PromptTooLongError",
     ],
+    "model.system_prompts": ["available_system_prompts"],
     "prompt": ["Turn"],
     "replies": ["ChatEngine", "new_request_id"],
     "sampling": ["ChatOptions"],
     "shared_core": ["Attachment", "SharedCore", "launch_shared_core"],
     "stream": ["ReplyEnd", "ReplyStats", "StreamEvent", "TextChunk"],
     "supervisor": ["EngineState", "EngineStatus"],
+    "vllm_door.plan": ["Plan"],
+    "vllm_door.preflight": ["preflight"],
 }
 _MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
 
@@ -76,6 +82,7 @@ __all__ = [
     "EngineStatus",
     "GenerationError",
     "MessageRefusedError",
+    "Plan",
     "PromptTooLongError",
     "ReplyEnd",
     "ReplyStats",
@@ -83,10 +90,12 @@ __all__ = [
     "StreamEvent",
     "TextChunk",
     "Turn",
+    "available_system_prompts",
     "exit_reason",
     "fetch_model",
     "launch_shared_core",
     "new_request_id",
+    "preflight",
 ]
 
 

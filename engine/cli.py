@@ -1,5 +1,7 @@
 """``python -m engine``: check settings, chat once from a shell, write the demo model.
 
+(Users who may sign in are added with ``python -m chat add-user NAME``.)
+
 Usage::
 
     python -m engine check [--load]        # settings, where each came from, and the checks
@@ -7,8 +9,6 @@ Usage::
                                            # --load: start the engine, print its capacity
     python -m engine chat "你好"            # one streamed reply to stdout, stats to stderr
     python -m engine demo-model PATH [--byte-level | --scripted]
-    python -m engine add-user NAME [--users-file PATH]   # password from the terminal
-                                           # (twice) or one line on stdin
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deploy.database import redact_setting
-from deploy.settings import Settings, SettingsError, env_name
-from deploy.settings_loader import load_settings
-from deploy.users import UserFileError, add_user
+from settings.loader import load_settings
+from settings.settings import Settings, SettingsError, env_name
+from settings.urls import redact_setting
 
 if TYPE_CHECKING:
     from .replies import ChatEngine
@@ -33,7 +32,6 @@ __all__ = ["main"]
 
 EXIT_BAD_SETTING = 2
 EXIT_ENGINE_ERROR = 1
-DEFAULT_USERS_FILE = "users.txt"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,34 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     kind = demo.add_mutually_exclusive_group()
     kind.add_argument("--byte-level", action="store_true", help="byte-level tokenizer")
     kind.add_argument("--scripted", action="store_true", help="a fixed reply (UI tests)")
-    user = commands.add_parser("add-user", help="add a user who may sign in, or reset one")
-    user.add_argument("name")
-    user.add_argument(
-        "--users-file", type=Path, help=f"default: {env_name('users_file')}, else users.txt"
-    )
     return parser
-
-
-def _read_password() -> str:
-    if not sys.stdin.isatty():
-        return sys.stdin.readline().rstrip("\n")
-    import getpass
-
-    password = getpass.getpass("password: ")
-    if getpass.getpass("again: ") != password:
-        raise UserFileError("the two passwords differ")
-    return password
-
-
-def _add_user(name: str, users_file: Path | None) -> int:
-    path = users_file or Path(os.environ.get(env_name("users_file"), DEFAULT_USERS_FILE))
-    try:
-        add_user(path, name, _read_password())
-    except UserFileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_SETTING
-    print(f"{name} can sign in (users file {path}; set {env_name('users_file')}={path})")
-    return 0
 
 
 def _print_settings(settings: Settings) -> None:
@@ -150,12 +121,10 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "demo-model":
-        from deploy.demo_model import write_demo_model
+        from engine.model.demo import write_demo_model
 
         print(write_demo_model(args.path, byte_level=args.byte_level, scripted=args.scripted))
         return 0
-    if args.command == "add-user":  # no settings needed: sign-in may not be on yet
-        return _add_user(args.name, args.users_file)
     try:
         settings = load_settings()
     except SettingsError as exc:

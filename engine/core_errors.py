@@ -3,7 +3,7 @@
 vLLM builds its engine in other processes; when they fail, this process only hears
 "Engine core initialization failed. See root cause above". ``CoreErrorLog`` has vLLM's
 loggers, in every process, also write their errors to a file, so the root cause can be
-read back (and ``deploy.failures`` can translate it into the setting to change).
+read back (and ``engine.vllm_door.failures`` can translate it into the setting to change).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from deploy.vllm_internals import ended_processes as vllm_ended_processes
-from deploy.vllm_internals import logging_config
+from engine.vllm_door.internals import ended_processes as vllm_ended_processes
+from engine.vllm_door.internals import logging_config
 
 __all__ = ["CoreErrorLog", "ended_processes", "exit_reason"]
 
@@ -48,7 +48,7 @@ class CoreErrorLog:
         if default is None:  # VLLM_CONFIGURE_LOGGING=0: vLLM logs as the app says
             return self
         self._previous = os.environ.get("VLLM_LOGGING_CONFIG_PATH")
-        if self._previous:  # the console's (deploy.console) or an operator's: extended
+        if self._previous:  # the console's (serve.console) or an operator's: extended
             config = json.loads(Path(self._previous).read_text(encoding="utf-8"))
         else:
             config = default

@@ -27,7 +27,7 @@ from typing import Any
 from huggingface_hub import constants, snapshot_download
 from huggingface_hub.utils.tqdm import tqdm as hub_tqdm
 
-from deploy.settings import Settings
+from settings.settings import Settings
 
 __all__ = ["Download", "DownloadError", "fetch_model"]
 

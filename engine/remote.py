@@ -37,8 +37,8 @@ from tenacity import (
 )
 from vllm import SamplingParams
 
-from deploy.database import redact
-from deploy.settings import Settings, env_name
+from settings.settings import Settings, env_name
+from settings.urls import redact
 
 from .completions import (
     Collector,

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from vllm import SamplingParams
 
-from deploy.plan import Plan
-from deploy.preflight import preflight
-from deploy.settings import Settings
-from deploy.system_prompts import resolve_system_prompt
+from engine.model.system_prompts import resolve_system_prompt
+from engine.vllm_door.plan import Plan
+from engine.vllm_door.preflight import preflight
+from settings.settings import Settings
 
 from .decode import IncrementalDecoder
 from .errors import BackendDeadError, GenerationError, MessageRefusedError

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from vllm import SamplingParams
 from vllm.sampling_params import RequestOutputKind
 
-from deploy.model_info import ModelInfo
-from deploy.settings import Settings
+from engine.model.info import ModelInfo
+from settings.settings import Settings
 
 __all__ = ["ChatOptions", "build_sampling_params"]
 

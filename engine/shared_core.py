@@ -3,7 +3,7 @@
 ``vllm serve --api-server-count N`` starts one engine core with an input and an output
 socket per front end, and each API process attaches its own ``AsyncLLM`` client. The same
 mechanism serves the chat app's workers (``serve.group``). The vLLM internals it takes
-are in ``deploy.vllm_internals``.
+are in ``engine.vllm_door.internals``.
 
 Usage::
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deploy.engine_args import build_engine_args
-from deploy.vllm_internals import (
+from engine.vllm_door.engine_args import build_engine_args
+from engine.vllm_door.internals import (
     attach_client,
     core_processes,
     launch_core,
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from deploy.plan import Plan
+    from engine.vllm_door.plan import Plan
 
 __all__ = ["Attachment", "SharedCore", "attach", "launch_shared_core"]
 

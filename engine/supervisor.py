@@ -23,10 +23,10 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deploy.failures import describe_failure
-from deploy.model_info import ModelInfo, load_model_info
-from deploy.plan import Plan
-from deploy.settings import env_name
+from engine.model.info import ModelInfo, load_model_info
+from engine.vllm_door.failures import describe_failure
+from engine.vllm_door.plan import Plan
+from settings.settings import env_name
 
 from .backend import Backend, Report, open_backend
 from .download import Download, DownloadError, fetch_model

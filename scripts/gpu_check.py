@@ -34,7 +34,7 @@ def write_real_architecture(path: Path) -> Path:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from deploy.demo_model import write_demo_model
+    from engine.model.demo import write_demo_model
 
     write_demo_model(path)  # tokenizer, chat template, generation config
     config = json.loads(REFERENCE.read_text())

@@ -34,7 +34,7 @@ CONCURRENCY = {"high-concurrency": (64, 512), "balanced": (64, 256), "long-conte
 
 def write_model(path: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from deploy.demo_model import write_demo_model
+    from engine.model.demo import write_demo_model
 
     write_demo_model(path)  # tokenizer, chat template, generation config
     (path / "config.json").write_text(REFERENCE.read_text())
@@ -79,8 +79,8 @@ async def load(engine: Any, chats: int, prompt_tokens: int, reply_tokens: int) -
 
 
 async def measure(profile: str, reply_tokens: int) -> None:
-    from deploy.settings_loader import load_settings
     from engine import ChatEngine
+    from settings.loader import load_settings
 
     engine = ChatEngine.from_settings(load_settings())
     started = time.monotonic()

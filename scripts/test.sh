@@ -16,8 +16,8 @@ if ! command -v chromium >/dev/null 2>&1 || ! fc-list | grep -qi "Noto Sans CJK"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk \
     fonts-noto-color-emoji postgresql haproxy buildah podman mmdebstrap >/dev/null
 fi
-.venv/bin/ruff check deploy engine chat serve testing bench tests scripts app.py
-.venv/bin/ruff format --check deploy engine chat serve testing bench tests scripts app.py
+.venv/bin/ruff check settings engine chat serve testing bench tests scripts app.py
+.venv/bin/ruff format --check settings engine chat serve testing bench tests scripts app.py
 # mypy beside pytest, on the CPU the tests leave idle (Linux's idle class); its verdict
 # counts the same, printed after pytest's. Its cache is kept between checkouts on this
 # machine, as the test environment is: mypy checks each file's hash against it, so a fresh

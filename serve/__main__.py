@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     os.umask(0o077)  # the log, the history, the caches: this user's alone
     raise_open_files()
-    from deploy.settings import SettingsError
-    from deploy.settings_loader import load_settings
+    from settings.loader import load_settings
+    from settings.settings import SettingsError
 
     try:
         settings = load_settings()
@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     logger.info("starting on http://%s:%d; the full log: %s", args.host, args.port, log_file)
-    from deploy.preflight import check_history, preflight
+    from chat.history.reach import check_history
+    from engine import preflight
 
     try:
         check_history(settings)  # first: a second, where the engine's checks import vLLM

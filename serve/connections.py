@@ -33,7 +33,7 @@ import uvicorn.config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from chat.access.rates import Rate
-from deploy.settings import Settings
+from settings.settings import Settings
 
 __all__ = ["ConnectionGate", "gated_protocol", "limit_connections"]
 

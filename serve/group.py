@@ -5,7 +5,7 @@ The launcher starts HAProxy on the public port (``serve.proxy``; until a worker 
 answers with a page that says the chat is starting), fetches a hub model's files once with
 the progress on its console (``engine.download``: a core would fetch them unseen), then
 starts each engine core for its N clients (``engine.shared_core``; none when
-``ERNIE_ENGINE=remote``) on its GPUs (``deploy.placement``), one after the other on a GPU
+``ERNIE_ENGINE=remote``) on its GPUs (``engine.vllm_door.placement``), one after the other on a GPU
 (a core measures the GPU's free memory while it starts), all at once on the CPU, with its
 N workers (``serve.worker``: forked from one server that imported them once), each
 Chainlit's app under uvicorn (``serve.web``) holding its own ``AsyncLLM`` client
@@ -38,10 +38,10 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from chat.access.shared_limits import LIMITS_FILE, forget
-from deploy.plan import Plan
 from engine import (
     Download,
     DownloadError,
+    Plan,
     SharedCore,
     fetch_model,
     launch_shared_core,

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
-from deploy import console
-from deploy.settings import Settings
+from serve import console
+from settings.settings import Settings
 
 if TYPE_CHECKING:
     from engine import Attachment
@@ -67,7 +67,7 @@ def raise_open_files() -> int:
 
 
 def configure_logging(settings: Settings) -> Path:
-    """This process's console and log file (``deploy.console``); the file's path."""
+    """This process's console and log file (``serve.console``); the file's path."""
     return console.configure(settings.log_level, settings.log_format, settings.log_file)
 
 

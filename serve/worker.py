@@ -22,8 +22,7 @@ from pathlib import Path
 
 from setproctitle import setproctitle
 
-from deploy.plan import Plan
-from engine import Attachment, SharedCore
+from engine import Attachment, Plan, SharedCore
 
 from .units import Slot
 from .web import APP, configure_logging, serve_app

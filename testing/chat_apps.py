@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.users import add_user
+from chat.access.users import add_user
 from testing import background
 from testing.accounts import PASSWORD, PROXY_SECRET, SIGNED_ENV
 from testing.history import HistoryApp, postgres_server

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deploy.settings import Settings
+from settings.settings import Settings
 
 __all__ = ["APP_ENV", "DEMO_APP_ENV", "ENGINE_SETTINGS", "NO_LIMITS", "hermetic_settings"]
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deploy.users import add_user
+from chat.access.users import add_user
 
 from .accounts import PASSWORD
 from .servers import AppServer, free_port

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from deploy.users import add_user
+from chat.access.users import add_user
 
 from . import background
 from .images import Container, build_test_image, image_config

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from deploy.demo_model import write_demo_model
+from engine.model.demo import write_demo_model
 
 from .background import lowest_priority
 from .servers import ROOT, clean_environ

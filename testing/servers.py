@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from deploy.plan import Plan
+from engine.vllm_door.plan import Plan
 from serve import ports as serve_ports
 from serve.proxy import SOCKET, ask
 
@@ -35,7 +35,7 @@ from .polling import until
 __all__ = ["ROOT", "AppServer", "Server", "free_port", "openai_server", "probe", "serve_flags"]
 
 ROOT = Path(__file__).resolve().parent.parent
-# The engine arguments the app sets (deploy.engine_args), as vLLM's server flags.
+# The engine arguments the app sets (engine.vllm_door.engine_args), as vLLM's server flags.
 SERVE_FLAGS = (
     "model",
     "tokenizer",
@@ -229,7 +229,7 @@ class AppServer(Server):
 
 def serve_flags(plan: Plan) -> list[str]:
     """``vllm serve`` flags for the engine arguments the app would use."""
-    from deploy.engine_args import build_engine_args
+    from engine.vllm_door.engine_args import build_engine_args
 
     args = build_engine_args(plan)
     flags = []

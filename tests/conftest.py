@@ -29,9 +29,9 @@ os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 
 import vllm  # noqa: F401  (first here: its log handlers keep the real stdout and stderr)
 
-from deploy.demo_model import write_demo_model
-from deploy.preflight import preflight
 from engine import ChatEngine
+from engine.model.demo import write_demo_model
+from engine.vllm_door.preflight import preflight
 from testing import background, chat_apps
 from testing.demo import APP_ENV, DEMO_APP_ENV, ENGINE_SETTINGS, hermetic_settings
 from testing.engines import DemoApp, RunningEngine
@@ -69,7 +69,7 @@ def byte_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def scripted_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo model whose every reply is deploy.demo_model.SCRIPTED_REPLY, looping."""
+    """The demo model whose every reply is engine.model.demo.SCRIPTED_REPLY, looping."""
     return write_demo_model(tmp_path_factory.mktemp("demo-scripted"), scripted=True)
 
 

@@ -1,7 +1,8 @@
 """The layout's rules, read from the source: who may import whom, and how big things get.
 
-The data path reads one way: ``deploy`` (settings, checks, sizing) -> ``engine`` (backends,
-supervisor, replies) -> ``chat`` (everything that knows Chainlit) -> ``app.py``, and
+The data path reads one way: ``settings`` (what an operator sets) -> ``engine`` (the model's
+facts, the vLLM door with the plan and its checks, backends, supervisor, replies) -> ``chat``
+(everything that knows Chainlit) -> ``app.py``, and
 ``serve`` (the processes and the port: uvicorn, the workers, HAProxy) on top. The test
 harness (``testing``) and the benchmark (``bench``) sit beside it: nothing in the app
 imports them.
@@ -18,10 +19,10 @@ import pytest
 import engine
 from testing.servers import ROOT
 
-PACKAGES = ("deploy", "engine", "chat", "serve", "testing", "bench")
+PACKAGES = ("settings", "engine", "chat", "serve", "testing", "bench")
 # What each package may not import, of the project's packages and the big frameworks.
 FORBIDDEN = {
-    "deploy": {"engine", "chat", "serve", "testing", "bench", "chainlit"},
+    "settings": {"engine", "chat", "serve", "testing", "bench", "chainlit", "vllm"},
     "engine": {"chat", "serve", "testing", "bench", "chainlit"},
     "chat": {"serve", "testing", "bench", "vllm"},
     "serve": {"testing", "bench", "tests"},
@@ -54,6 +55,41 @@ def test_packages_import_downward_only(package: str) -> None:
     for path in modules(package):
         wrong = imported(path) & FORBIDDEN[package]
         assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
+
+
+# Inside the engine, its two rooms sit below the rest: the model's facts, then the vLLM door
+# (the plan, its checks, vLLM's arguments and internals), then backends, supervisor, replies.
+ENGINE_ROOMS = {
+    "engine.model": ("engine.vllm_door",),
+    "engine.vllm_door": (),
+}
+ENGINE_RUNTIME = {p.stem for p in (ROOT / "engine").glob("*.py")} - {"__init__", "__main__"}
+
+
+def absolute_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports by its full dotted name."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+    return names
+
+
+@pytest.mark.parametrize("room", sorted(ENGINE_ROOMS))
+def test_the_engines_rooms_import_downward_only(room: str) -> None:
+    above = {f"engine.{name}" for name in ENGINE_RUNTIME} | set(ENGINE_ROOMS[room])
+    prefixes = tuple(f"{name}." for name in above)
+    for path in modules(room.replace(".", "/")):
+        imports = absolute_imports(path)
+        wrong = {m for m in imports if m == "engine" or m in above or m.startswith(prefixes)}
+        assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
+
+
+def test_deploy_is_gone() -> None:
+    """Settings, the model's facts, the vLLM door and the strangers each found their package."""
+    assert not (ROOT / "deploy").exists()
 
 
 def test_no_test_imports_another_test() -> None:
@@ -89,7 +125,7 @@ def test_unknown_names_raise_attribute_error() -> None:
 
 
 # vLLM's public API, which the app may use anywhere below chat/; every other vLLM module
-# is an internal, touched only in deploy/vllm_internals.py (one place to read on upgrade).
+# is an internal, touched only in engine/vllm_door/internals.py (one place to read on upgrade).
 VLLM_PUBLIC = {
     "vllm",  # SamplingParams
     "vllm.config",  # VllmConfig (types only)
@@ -104,8 +140,8 @@ VLLM_PUBLIC = {
 
 
 def test_vllm_internals_are_touched_in_one_module() -> None:
-    door = ROOT / "deploy" / "vllm_internals.py"
-    for path in modules("deploy", "engine", "chat", "serve"):
+    door = ROOT / "engine" / "vllm_door" / "internals.py"
+    for path in modules("settings", "engine", "chat", "serve"):
         if path == door:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -117,7 +153,7 @@ def test_vllm_internals_are_touched_in_one_module() -> None:
 
 def test_no_module_hands_state_through_globals() -> None:
     """The engine reaches the app through calls (docs/architecture.md), never a global."""
-    for path in modules("deploy", "engine", "chat", "serve"):
+    for path in modules("settings", "engine", "chat", "serve"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             assert not isinstance(node, ast.Global), f"{path.relative_to(ROOT)}:{node.lineno}"
 

@@ -41,7 +41,7 @@ from typing import Any
 from chainlit.config import config
 from chainlit.session import WebsocketSession
 
-from deploy.settings import Settings
+from settings.settings import Settings
 
 from .. import metrics
 from ..events import Handler

@@ -20,7 +20,7 @@ import logging
 from chainlit.server import SOCKET_IO_PATH, sio
 from chainlit.server import app as server
 
-from deploy.settings import Settings
+from settings.settings import Settings
 
 from .headers import Policy, SecurityHeaders
 from .hosts import AllowedHosts, HostGuard

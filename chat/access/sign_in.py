@@ -1,8 +1,8 @@
 """Sign-in, when the settings turn it on: from the users file, or a trusted proxy's header.
 
 Chainlit then refuses pages and websockets without a session it signed
-(``CHAINLIT_AUTH_SECRET``). The users file's format and hashing are ``deploy.users``; a
-proxy's header counts only with the proxy's shared secret (``deploy.access``).
+(``CHAINLIT_AUTH_SECRET``). The users file's format and hashing are ``chat.access.users``; a
+proxy's header counts only with the proxy's shared secret (``settings.visitors``).
 
 A session lasts ``ERNIE_SESSION_HOURS`` from the sign-in itself: the time is kept in the
 token (``SIGNED_IN``), so renewing a token (Chainlit's ``POST /auth/jwt``) keeps it, and
@@ -39,8 +39,8 @@ from chainlit.config import config
 from fastapi import HTTPException, Request, Response
 from starlette.datastructures import Headers
 
-from deploy.settings import Settings
-from deploy.users import is_user, verify_password
+from chat.access.users import is_user, verify_password
+from settings.settings import Settings
 
 from .limits import SignInAttempts, SignOuts
 from .peers import CLIENT_ADDRESS, REQUEST_USER

@@ -9,7 +9,7 @@ dropped, and the log says how many.
 
 Usage::
 
-    await create_schema(settings.history_url)     # deploy.database gave it its driver
+    await create_schema(settings.history_url)     # settings.urls gave it its driver
 """
 
 from __future__ import annotations

@@ -13,8 +13,7 @@ from typing import Any
 import chainlit as cl
 from chainlit.input_widget import Select, Slider
 
-from deploy.system_prompts import available_system_prompts
-from engine import ChatEngine, ChatOptions
+from engine import ChatEngine, ChatOptions, available_system_prompts
 
 from .i18n import t
 

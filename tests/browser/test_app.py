@@ -16,7 +16,7 @@ import httpx
 import pytest
 from playwright.async_api import Browser, expect
 
-from deploy.system_prompts import resolve_system_prompt
+from engine.model.system_prompts import resolve_system_prompt
 from engine.prompt import PromptBuilder
 from testing.browser import STATS_LINE, Chat, screenshot_path
 from testing.chat_client import ChatClient

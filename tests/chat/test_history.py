@@ -31,7 +31,7 @@ from chat.history import schema
 from chat.history.data_layer import HistoryIdError, SafeDataLayer, checked_id
 from chat.history.schema import create_schema
 from chat.history.thread_query import THREAD_STEPS
-from deploy.database import database_url
+from settings.urls import database_url
 from testing import accounts
 from testing.accounts import listed_chats
 from testing.browser import STATS_LINE

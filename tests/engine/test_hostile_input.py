@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deploy.system_prompts import resolve_system_prompt
 from engine.errors import MessageRefusedError, PromptTooLongError
 from engine.message_check import check_message, clean_message
+from engine.model.system_prompts import resolve_system_prompt
 from engine.prompt import PromptBuilder, Turn
 from testing.servers import ROOT
 

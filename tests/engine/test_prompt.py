@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from deploy.settings import SettingsError
-from deploy.system_prompts import available_system_prompts, resolve_system_prompt
 from engine.errors import PromptTooLongError
+from engine.model.system_prompts import available_system_prompts, resolve_system_prompt
 from engine.prompt import PromptBuilder, RunCache, Turn
+from settings.settings import SettingsError
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,6 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from deploy.demo_model import SCRIPTED_REPLY
-from deploy.settings import SettingsError
-from deploy.settings_loader import load_settings
 from engine import ChatEngine, ChatOptions, EngineState, ReplyEnd, TextChunk
 from engine.completions import (
     Collector,
@@ -28,8 +25,11 @@ from engine.completions import (
     RemoteServerError,
     completion_body,
 )
+from engine.model.demo import SCRIPTED_REPLY
 from engine.remote import RemoteBackend
 from engine.sampling import build_sampling_params
+from settings.loader import load_settings
+from settings.settings import SettingsError
 from testing.browser import STATS_LINE
 from testing.chat_client import ChatClient, wait_ready
 from testing.demo import hermetic_settings

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from deploy.hardware import Hardware
-from deploy.plan import Plan
-from deploy.sizing import GiB
+from engine.model.memory import GiB
+from engine.vllm_door.hardware import Hardware
+from engine.vllm_door.plan import Plan
 from serve.group import Group
 from serve.units import Slot, Worker
 from testing.demo import hermetic_settings

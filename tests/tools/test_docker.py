@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from deploy.settings import Settings
+from settings.settings import Settings
 from testing.servers import ROOT
 
 DOCKERFILES = sorted(ROOT.glob("Dockerfile*"))

@@ -12,9 +12,9 @@ import pytest
 from bench.peer import openai_conversation, peer_flags
 from bench.raw_engine import OLD_CAP
 from bench.traffic import Conversation
-from deploy.hardware import Gpu, Hardware
-from deploy.model_files import ModelShape
-from deploy.plan import Plan
+from engine.model.files import ModelShape
+from engine.vllm_door.hardware import Gpu, Hardware
+from engine.vllm_door.plan import Plan
 from testing.demo import hermetic_settings
 from testing.servers import Server
 

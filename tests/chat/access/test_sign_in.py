@@ -18,10 +18,10 @@ import jwt
 import pytest
 import socketio
 
-from deploy.settings import SettingsError
-from deploy.settings_loader import load_settings
-from deploy.users import UserFileError, add_user, remove_user, verify_password
-from engine.cli import main
+from chat.__main__ import main
+from chat.access.users import UserFileError, add_user, remove_user, verify_password
+from settings.loader import load_settings
+from settings.settings import SettingsError
 from testing.accounts import AUTH_SECRET, PASSWORD, PROXY, PROXY_SECRET, forwarded, named
 from testing.accounts import session_cookie as cookie_of
 from testing.chat_client import ChatClient

@@ -7,16 +7,16 @@ from typing import Any
 
 from vllm.engine.arg_utils import AsyncEngineArgs
 
-from .plan import Plan
-from .sizing import GiB
+from engine.model.memory import GiB
+from engine.vllm_door.plan import Plan
 
 __all__ = ["build_engine_args"]
 
 
 def build_engine_args(plan: Plan) -> AsyncEngineArgs:
     """One engine core's arguments from the plan; unset values keep vLLM's defaults. With
-    ``ERNIE_ENGINES`` above 1 the core gets its share of the memory (``deploy.placement``)
-    and a batch of its own (``deploy.batch``)."""
+    ``ERNIE_ENGINES`` above 1 the core gets its share of the memory (``engine.vllm_door.placement``)
+    and a batch of its own (``engine.vllm_door.batch``)."""
     settings, cpu, cores, batch = plan.settings, plan.hardware.cpu, plan.placement, plan.batch
     eager = settings.enforce_eager
     args: dict[str, Any] = {

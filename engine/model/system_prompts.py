@@ -12,11 +12,11 @@ import functools
 import re
 from pathlib import Path
 
-from .settings import SettingsError, env_name
+from settings.settings import SettingsError, env_name
 
 __all__ = ["PROMPTS_DIR", "available_system_prompts", "resolve_system_prompt"]
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 _PROMPT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from deploy.sizing import GiB
+from engine.model.memory import GiB
 from testing.demo import ENGINE_SETTINGS
 from testing.engines import RunningEngine
 

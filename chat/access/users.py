@@ -2,7 +2,7 @@
 
 One user per line, ``name:scrypt:<n>:<r>:<p>:<salt, base64>:<hash, base64>``; lines
 starting with ``#`` are comments. The file is read at each sign-in, so a user added
-with ``python -m engine add-user NAME`` can sign in at once, without a restart.
+with ``python -m chat add-user NAME`` can sign in at once, without a restart.
 
 Usage::
 

@@ -4,7 +4,7 @@ cores, workers per core, the memory share, the dtype).
 
 Usage::
 
-    plan = preflight(settings)              # deploy.preflight: the checks
+    plan = preflight(settings)              # engine.vllm_door.preflight: the checks
     plan.engines, plan.workers, plan.placement, plan.batch, plan.memory_share, plan.sources()
     plan.alone()                            # the same plan for one process
 """
@@ -13,13 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .batch import Batch, batch_for
-from .hardware import Hardware
-from .model_files import ModelShape
-from .placement import CPUS_PER_CORE, ENGINE_MARGIN_GIB, SMALL_MODEL_SHARE, Placement, weights_gib
-from .profiles import PROFILES
-from .settings import Settings
-from .sizing import CPU_MEMORY_SHARE, DEFAULT_BLOCK_SIZE, DTYPE_BYTES, GiB
+from engine.model.files import ModelShape
+from engine.model.memory import CPU_MEMORY_SHARE, DEFAULT_BLOCK_SIZE, DTYPE_BYTES, GiB
+from engine.vllm_door.batch import Batch, batch_for
+from engine.vllm_door.hardware import Hardware
+from engine.vllm_door.placement import (
+    CPUS_PER_CORE,
+    ENGINE_MARGIN_GIB,
+    SMALL_MODEL_SHARE,
+    Placement,
+    weights_gib,
+)
+from settings.profiles import PROFILES
+from settings.settings import Settings
 
 __all__ = ["Plan", "core_tokens", "default_engines", "holds"]
 
@@ -73,7 +79,8 @@ class Plan:
 
     @property
     def batch(self) -> Batch:
-        """Each engine core's batch (``deploy.batch``: the device, the profile, its KV cache)."""
+        """Each engine core's batch (``engine.vllm_door.batch``: the device, the profile,
+        its KV cache)."""
         tokens = core_tokens(self, self.engines)
         return batch_for(self.hardware, profile=self.settings.profile, kv_tokens=tokens,
                          settings=self.settings)  # fmt: skip

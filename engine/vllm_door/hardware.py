@@ -9,9 +9,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sizing import GiB
-from .vllm_internals import cpu_memory_node
-from .vllm_internals import nvml as vllm_nvml
+from engine.model.memory import GiB
+from engine.vllm_door.internals import cpu_memory_node
+from engine.vllm_door.internals import nvml as vllm_nvml
 
 __all__ = ["MIN_BF16_CAPABILITY", "Gpu", "Hardware", "driver_problem"]
 

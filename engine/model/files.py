@@ -20,15 +20,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .failures import hub_unreachable
-from .settings import Settings, SettingsError, env_name
-from .sizing import kv_bytes_per_token
+from engine.model.memory import kv_bytes_per_token
+from settings.settings import Settings, SettingsError, env_name
 
-__all__ = ["ModelShape", "read_model_config", "refuse"]
+__all__ = ["ModelShape", "hub_unreachable", "read_model_config", "refuse"]
 
 logger = logging.getLogger(__name__)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+
+
+def hub_unreachable(settings: Settings) -> str:
+    """Why a model named by the hub cannot be had, and the settings that fix it."""
+    return (
+        f"{env_name('model')}={settings.model!r}: not a local folder, and the hub cannot be "
+        f"reached; set {env_name('model')} to a local folder with the model, or HF_ENDPOINT "
+        "to a hub mirror, or VLLM_USE_MODELSCOPE=true for ModelScope"
+    )
 
 
 @dataclass(frozen=True)

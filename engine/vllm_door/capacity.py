@@ -11,11 +11,11 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .batch import TYPICAL_CHAT_TOKENS
-from .plan import Plan
-from .settings import env_name
-from .sizing import GiB
-from .vllm_internals import attention_backend
+from engine.model.memory import GiB
+from engine.vllm_door.batch import TYPICAL_CHAT_TOKENS
+from engine.vllm_door.internals import attention_backend
+from engine.vllm_door.plan import Plan
+from settings.settings import env_name
 
 __all__ = ["TYPICAL_CHAT_TOKENS", "CapacityReport", "capacity_report"]
 

@@ -1,7 +1,7 @@
-"""Each engine core's batch from the device, the profile and its KV cache (``deploy.batch``),
-with the facts of an H200, a B200, an A100, a 24 GB card and the CPU given to the plan (no
-GPU here). The product's in-process engine got 128 sequences a core on an H200 (256 over
-two cores), where ``vllm serve`` alone gets 1,024."""
+"""Each engine core's batch from the device, the profile and its KV cache
+(``engine.vllm_door.batch``), with the facts of an H200, a B200, an A100, a 24 GB card
+and the CPU given to the plan (no GPU here). The product's in-process engine got 128
+sequences a core on an H200 (256 over two cores), where ``vllm serve`` alone gets 1,024."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from deploy.hardware import Gpu, Hardware
-from deploy.model_files import ModelShape
-from deploy.plan import Plan
-from deploy.preflight import check_plan
-from deploy.settings import SettingsError
+from engine.model.files import ModelShape
+from engine.vllm_door.hardware import Gpu, Hardware
+from engine.vllm_door.plan import Plan
+from engine.vllm_door.preflight import check_plan
+from settings.settings import SettingsError
 from testing.demo import hermetic_settings
 
 GiB = 1 << 30

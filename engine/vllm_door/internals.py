@@ -2,7 +2,7 @@
 
 The app uses vLLM's public API elsewhere (``AsyncEngineArgs``, ``AsyncLLM.from_engine_args``,
 ``generate``, ``abort``, ``SamplingParams``). What vLLM does not promise to keep is here,
-each with a contract test (``tests/deploy/test_vllm_internals.py``) that fails naming the
+each with a contract test (``tests/engine/test_vllm_internals.py``) that fails naming the
 vLLM version and the internal that moved:
 
 1. several front ends on one engine core, as ``vllm serve --api-server-count N`` does

@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 import re
 
-from .settings import Settings, env_name
-from .sizing import kv_gib_that_fits, share_that_fits
-from .vllm_internals import KV_NOT_FREE, KV_TOO_SMALL, NO_CACHE_MEMORY, NOT_FREE
+from engine.model.files import hub_unreachable
+from engine.model.memory import kv_gib_that_fits, share_that_fits
+from engine.vllm_door.internals import KV_NOT_FREE, KV_TOO_SMALL, NO_CACHE_MEMORY, NOT_FREE
+from settings.settings import Settings, env_name
 
-__all__ = ["describe_failure", "hub_unreachable"]
+__all__ = ["describe_failure"]
 
 MAX_LINE = 300
 _HUB_SIGNS = (
@@ -28,14 +29,6 @@ _HUB_SIGNS = (
     "repository not found",
 )
 _OUT_OF_MEMORY = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
-
-
-def hub_unreachable(settings: Settings) -> str:
-    return (
-        f"{env_name('model')}={settings.model!r}: not a local folder, and the hub cannot be "
-        f"reached; set {env_name('model')} to a local folder with the model, or HF_ENDPOINT "
-        "to a hub mirror, or VLLM_USE_MODELSCOPE=true for ModelScope"
-    )
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -15,9 +15,9 @@ from typing import Any
 from dotenv import dotenv_values
 from pydantic import ValidationError
 
-from .database import redact_setting
-from .profiles import PROFILE_FIELDS
-from .settings import ENV_FILE, ENV_PREFIX, Settings, SettingsError, env_name
+from settings.profiles import PROFILE_FIELDS
+from settings.settings import ENV_FILE, ENV_PREFIX, Settings, SettingsError, env_name
+from settings.urls import redact_setting
 
 __all__ = ["ENV_FILE_VARIABLE", "load_settings", "settings_file"]
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m deploy.settings_reference > docs/settings.md   # a test keeps the file in sync
+    python -m settings.reference > docs/settings.md   # a test keeps the file in sync
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from pathlib import Path
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
-from .profiles import PROFILE_FIELDS
-from .settings import Settings, env_name
+from settings.profiles import PROFILE_FIELDS
+from settings.settings import Settings, env_name
 
 __all__ = ["render"]
 
 INTRO = """\
 # Settings
 
-Generated from `deploy/settings.py` by `python -m deploy.settings_reference`; a test keeps
+Generated from `settings/settings.py` by `python -m settings.reference`; a test keeps
 this file in sync. Every setting comes from an `ERNIE_*` environment variable or a `.env`
 file in the working directory (another file: `ERNIE_ENV_FILE=/path`); `.env.example` lists
 them with comments. Unset means the profile's, the model's or vLLM's own default.

@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from .database import DatabaseUrlError, database_url
-from .names import env_name
-from .setting_origins import RecordedSettings
+from settings.names import env_name
+from settings.origins import RecordedSettings
+from settings.urls import DatabaseUrlError, database_url
 
 __all__ = ["AUTH_SECRET", "MIN_SECRET_CHARS", "AccessSettings"]
 
@@ -27,11 +27,11 @@ MIN_SECRET_CHARS = 32
 
 
 class AccessSettings(RecordedSettings):
-    """Sign-in, history and per-user limits (part of ``deploy.settings.Settings``)."""
+    """Sign-in, history and per-user limits (part of ``settings.settings.Settings``)."""
 
     users_file: Path | None = Field(
         None,
-        description="Sign-in with these users (add one: python -m engine add-user NAME).",
+        description="Sign-in with these users (add one: python -m chat add-user NAME).",
     )
     auth_header: str | None = Field(
         None,
@@ -200,7 +200,7 @@ class AccessSettings(RecordedSettings):
         if self.users_file is not None and not self.users_file.is_file():
             raise ValueError(
                 f"{env_name('users_file')}={str(self.users_file)!r}: no such file; create it "
-                f"with: python -m engine add-user NAME"
+                f"with: python -m chat add-user NAME"
             )
         self._check_proxy()
         signing_key = os.environ.get(AUTH_SECRET, "")

@@ -2,14 +2,14 @@
 
 Usage::
 
-    settings = load_settings()          # deploy.settings_loader; SettingsError: one line
+    settings = load_settings()          # settings.loader; SettingsError: one line
     settings.model, settings.max_tokens
     settings.origins["max_model_len"]   # "environment", ".env", "profile balanced", ...
 
 A value left unset means "the model's or vLLM's own default" (``None`` here); the
 engine resolves it when it loads. ``ERNIE_PROFILE`` presets the values that size a
-deployment (``deploy.profiles``); any explicit ``ERNIE_*`` value wins over its profile.
-Checks against the model and the hardware belong to ``deploy.preflight``.
+deployment (``settings.profiles``); any explicit ``ERNIE_*`` value wins over its profile.
+Checks against the model and the hardware belong to ``engine.vllm_door.preflight``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from .access import AUTH_SECRET, AccessSettings
-from .names import ENV_PREFIX, SettingsError, env_name
-from .profiles import DEFAULT_PROFILE, PROFILE_FIELDS, PROFILES, ProfileName
+from settings.names import ENV_PREFIX, SettingsError, env_name
+from settings.profiles import DEFAULT_PROFILE, PROFILE_FIELDS, PROFILES, ProfileName
+from settings.visitors import AUTH_SECRET, AccessSettings
 
 __all__ = ["AUTH_SECRET", "ENV_FILE", "ENV_PREFIX", "Settings", "SettingsError", "env_name"]
 
@@ -39,7 +39,7 @@ class Settings(AccessSettings):
         env_prefix=ENV_PREFIX,
         env_file=ENV_FILE,
         env_file_encoding="utf-8",
-        extra="ignore",  # unknown ERNIE_* names: deploy.settings_loader refuses them
+        extra="ignore",  # unknown ERNIE_* names: settings.loader refuses them
         frozen=True,
         protected_namespaces=(),
     )

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from deploy.settings import Settings, SettingsError, env_name
-from deploy.settings_loader import load_settings
 from engine.cli import main
+from settings.loader import load_settings
+from settings.settings import Settings, SettingsError, env_name
 from testing.servers import ROOT
 
 
@@ -144,11 +144,11 @@ def test_env_example_lists_every_setting() -> None:
 
 
 def test_the_settings_reference_is_generated_from_the_settings() -> None:
-    """docs/settings.md is ``python -m deploy.settings_reference``'s output, every field in it."""
-    from deploy.settings_reference import render
+    """docs/settings.md is ``python -m settings.reference``'s output, every field in it."""
+    from settings.reference import render
 
     text = render()
     assert all(f"`{env_name(name)}`" in text for name in Settings.model_fields)
     assert (ROOT / "docs" / "settings.md").read_text(encoding="utf-8") == text, (
-        "run: .venv/bin/python -m deploy.settings_reference > docs/settings.md"
+        "run: .venv/bin/python -m settings.reference > docs/settings.md"
     )

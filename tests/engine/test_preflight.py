@@ -11,13 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from deploy.failures import describe_failure
-from deploy.hardware import Gpu, Hardware, driver_problem
-from deploy.model_files import ModelShape
-from deploy.plan import Plan
-from deploy.preflight import check_plan
-from deploy.settings import SettingsError
 from engine.cli import main
+from engine.model.files import ModelShape
+from engine.vllm_door.failures import describe_failure
+from engine.vllm_door.hardware import Gpu, Hardware, driver_problem
+from engine.vllm_door.plan import Plan
+from engine.vllm_door.preflight import check_plan
+from settings.settings import SettingsError
 from testing.demo import hermetic_settings
 
 GiB = 1 << 30

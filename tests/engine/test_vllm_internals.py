@@ -1,7 +1,7 @@
-"""The contract with vLLM's internals (``deploy.vllm_internals``): each test names the vLLM
+"""The contract with vLLM's internals (``engine.vllm_door.internals``): each test names the vLLM
 version and the internal that moved, so an upgrade says what to read again. They look at
 vLLM's code without starting an engine; the group and engine tests run them for real.
-Run on the lock's vLLM in CI and on the H200's (``pytest tests/deploy/test_vllm_internals.py``).
+Run on the lock's vLLM in CI and on the H200's (``pytest tests/engine/test_vllm_internals.py``).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from deploy import vllm_internals
-from deploy.vllm_internals import vllm_version
+from engine.vllm_door import internals as vllm_internals
+from engine.vllm_door.internals import vllm_version
 
 
 def moved(internal: str, what: str) -> str:
-    return f"vLLM {vllm_version()}: {internal} moved ({what}); read deploy/vllm_internals.py"
+    return f"vLLM {vllm_version()}: {internal} moved ({what}); read engine/vllm_door/internals.py"
 
 
 def parameters(function: Callable[..., Any]) -> set[str]:

@@ -4,7 +4,7 @@ A small model leaves one GPU mostly idle: one engine core's own loop on one CPU 
 the limit (docs/scaling.md). K cores, each with its own workers, serve more. The cores
 take the GPUs in turn (``tensor x pipeline`` GPUs each); cores on the same device split
 its memory share and its KV cache evenly; each core gets a batch of its own
-(``deploy.batch``), so K cores hold K times the chats of one.
+(``engine.vllm_door.batch``), so K cores hold K times the chats of one.
 
 Usage::
 
@@ -19,12 +19,12 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .sizing import DTYPE_BYTES, GiB
+from engine.model.memory import DTYPE_BYTES, GiB
 
 if TYPE_CHECKING:
-    from .hardware import Hardware
-    from .model_files import ModelShape
-    from .settings import Settings
+    from engine.model.files import ModelShape
+    from engine.vllm_door.hardware import Hardware
+    from settings.settings import Settings
 
 __all__ = ["CPUS_PER_CORE", "ENGINE_MARGIN_GIB", "SMALL_MODEL_SHARE", "Placement", "weights_gib"]
 

@@ -7,23 +7,15 @@ Usage::
 
 Everything here is fast (config.json and a look at the machine): a deployment mistake
 is refused in a second, not after minutes of loading weights. What only the loaded
-engine can know (the memory its activations take) is left to ``deploy.failures``.
+engine can know (the memory its activations take) is left to ``engine.vllm_door.failures``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-from sqlalchemy.ext.asyncio import create_async_engine
-
-from .batch import TYPICAL_CHAT_TOKENS
-from .database import redact
-from .hardware import Hardware, driver_problem
-from .model_files import ModelShape, read_model_config, refuse
-from .plan import Plan, core_tokens, holds
-from .settings import Settings, SettingsError, env_name
-from .sizing import (
+from engine.model.files import ModelShape, read_model_config, refuse
+from engine.model.memory import (
     BLOCK_MULTIPLE,
     DEFAULT_BLOCK_SIZE,
     GiB,
@@ -31,9 +23,13 @@ from .sizing import (
     kv_tokens,
     share_that_fits,
 )
-from .system_prompts import resolve_system_prompt
+from engine.model.system_prompts import resolve_system_prompt
+from engine.vllm_door.batch import TYPICAL_CHAT_TOKENS
+from engine.vllm_door.hardware import Hardware, driver_problem
+from engine.vllm_door.plan import Plan, core_tokens, holds
+from settings.settings import Settings, SettingsError, env_name
 
-__all__ = ["check_history", "check_plan", "history_problem", "preflight"]
+__all__ = ["check_plan", "preflight"]
 
 logger = logging.getLogger(__name__)
 
@@ -249,39 +245,3 @@ def preflight(settings: Settings) -> Plan:
     if settings.engine == "remote":  # the servers load the model; here only its tokenizer
         return plan
     return check_plan(plan)
-
-
-# --- the history's database --------------------------------------------------------------
-CONNECT_TIMEOUT_S = 10
-
-
-def history_problem(url: str, exc: BaseException) -> str:
-    """The line that stops the app when its history cannot be opened (no password in it)."""
-    cause = next(iter(str(exc).strip().splitlines()), "")
-    return (
-        f"{env_name('history_url')}={redact(url)!r}: cannot open the chat history "
-        f"({type(exc).__name__}: {cause}); check the URL and that the database is "
-        "reachable, or set it to off"
-    )
-
-
-def check_history(settings: Settings) -> None:
-    """Connect once to the history's database server, if chats are kept on one: a wrong
-    address stops the start in a second, before the web app's and vLLM's imports (a
-    SQLite file is opened with the tables, at the app's start)."""
-    url = settings.kept_history_url
-    if url is None or url.startswith("sqlite"):
-        return
-
-    async def connect() -> None:
-        engine = create_async_engine(url, connect_args={"timeout": CONNECT_TIMEOUT_S})
-        try:
-            async with engine.connect():
-                pass
-        finally:
-            await engine.dispose()
-
-    try:
-        asyncio.run(connect())
-    except Exception as exc:
-        raise SettingsError(history_problem(url, exc)) from None

@@ -7,7 +7,7 @@ import logging
 import logging.config
 from pathlib import Path
 
-from deploy.console import EXPECTED, JsonFormatter, QuietFilter, vllm_config
+from serve.console import EXPECTED, JsonFormatter, QuietFilter, vllm_config
 
 
 def record(name: str, level: int, message: str) -> logging.LogRecord:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .demo_model import DEMO_MARKER
-from .settings import Settings
+from engine.model.demo import DEMO_MARKER
+from settings.settings import Settings
 
 __all__ = ["END_OF_TURN_TOKENS", "ModelInfo", "load_model_info", "stop_token_ids"]
 
