@@ -4,8 +4,9 @@
 the words in English and Chinese, the settings panel, errors shown), ``access`` (who a
 visitor is and what they may do) and ``history`` (the data layer and resume); beside
 them ``runtime`` (the one set-up), ``lifecycle``, ``routes`` (health, readiness,
-metrics), ``metrics``, ``arrival`` (a socket's events in order), ``conversation`` and
-``compat`` (Chainlit patches). It imports the engine's public names and never vLLM.
+metrics), ``metrics``, ``arrival`` (a socket's events in order), ``conversation``; and
+``chainlit_door``, the one package that reads or writes Chainlit's, python-socketio's and
+python-engineio's internals. It imports the engine's public names and never vLLM.
 
 Usage::
 

@@ -12,7 +12,7 @@ could be handled before its chat was set up, and was lost. So:
 * a socket that comes back to its session (a phone changing networks, a proxy restarting)
   runs ``on_reconnect`` in the chat's context: what the chat missed is delivered.
 
-Usage (``chat.events`` wires the steps)::
+Usage (``chat.chainlit_door.wire`` wires the steps)::
 
     arrival = Arrival(on_reconnect=handlers.reconnected)
     {"connection_successful": [arrival.connected], "client_message": [arrival.message],
@@ -28,7 +28,7 @@ from typing import Any
 
 from chainlit.session import WebsocketSession
 
-from .events import Handler
+from .chainlit_door import Handler
 
 __all__ = ["RESUME_WAIT_S", "Arrival"]
 

@@ -20,7 +20,7 @@ from chainlit.types import ThreadDict
 from engine import ChatOptions, EngineFailedError, EngineRestartingError, MessageRefusedError
 
 from . import lifecycle, metrics
-from .compat import answer_messages, trim_chat_context
+from .chainlit_door import answer_messages, trim_chat_messages
 from .conversation import Conversation
 from .runtime import runtime
 from .ui.failures import reported, send_error
@@ -102,10 +102,10 @@ async def answer(message: cl.Message) -> None:
     except MessageRefusedError as exc:  # too many tokens (the front door counted chars)
         await send_error(exc)
     finally:
-        trim_chat_context(CONTEXT_KEPT)
+        trim_chat_messages(cl.context.session.id, CONTEXT_KEPT)
 
 
-answer_messages(answer)  # as @cl.on_message, without its step (chat.compat)
+answer_messages(answer)  # as @cl.on_message, without its step (chat.chainlit_door)
 
 
 async def answer_when_ready(message_id: str, text: str, conversation: Conversation) -> None:

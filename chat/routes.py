@@ -23,7 +23,7 @@ from engine import ChatEngine, EngineState
 
 from . import metrics
 from .access.peers import ProxyTrust, is_loopback
-from .compat import sessions_held
+from .chainlit_door import put_routes_first, sessions_held
 
 __all__ = ["register"]
 
@@ -74,8 +74,7 @@ def register(engine: ChatEngine, token: bytes | None, trust: ProxyTrust) -> None
         metrics.SESSIONS_HELD.set(sessions_held())
         return Response(metrics.exposition(), media_type=metrics.CONTENT_TYPE)
 
-    routes = server.router.routes
-    present = {getattr(route, "path", None) for route in routes}
+    present = {getattr(route, "path", None) for route in server.routes}
     endpoints: tuple[Callable[..., Awaitable[Response]], ...] = (
         healthz,
         readyz,
@@ -84,7 +83,4 @@ def register(engine: ChatEngine, token: bytes | None, trust: ProxyTrust) -> None
     for path, endpoint in zip(PATHS, endpoints, strict=True):
         if path not in present:
             server.add_api_route(path, endpoint, methods=["GET"])
-    for path in reversed(PATHS):
-        route = next(r for r in routes if getattr(r, "path", None) == path)
-        routes.remove(route)
-        routes.insert(0, route)
+    put_routes_first(PATHS)

@@ -31,7 +31,7 @@ from engine import Attachment, ChatEngine
 from settings.loader import load_settings
 from settings.settings import AUTH_SECRET, Settings, SettingsError
 
-from . import events, routes
+from . import chainlit_door, routes
 from .access import guards, origins, sign_in
 from .access.admission import Admission
 from .access.front_door import FrontDoor
@@ -41,9 +41,8 @@ from .access.peers import ProxyTrust
 from .access.sessions import ChatCount, ChatsPerAddress, OpenChats
 from .access.shared_limits import LIMITS_FILE, SharedChatCount, SharedUserLimits
 from .arrival import Arrival
-from .compat import drop_blocking_sleep, guard_module_getattr, private_files_folder
+from .chainlit_door import Step, drop_blocking_sleep, guard_module_getattr, private_files_folder
 from .conversation import Seal
-from .events import Step
 from .history.setup import register as register_history
 from .ui.panel import options_from
 
@@ -136,14 +135,14 @@ def configure(
     os.environ["FORWARDED_ALLOW_IPS"] = ""
     # Before the engine starts: Chainlit's lazy __getattr__ breaks PyTorch's compiler.
     guard_module_getattr(cl)
-    # Chainlit sleeps 1 ms, blocking, in every Message and Step it builds (see compat).
+    # Chainlit sleeps 1 ms, blocking, in every Message and Step it builds (chainlit_door.patches).
     drop_blocking_sleep("chainlit.message", "chainlit.step")
     private_files_folder()  # not beside the code: the code's folder is read-only
     current = _configured()
     if current is None:
         current = app.state.runtime = _build(_engine(seat), seat, resume, reconnected)
     engine, settings, trust = current.engine, current.engine.settings, current.trust
-    events.wire(current.door.guard, current.steps)
+    chainlit_door.wire(current.door.guard, current.steps)
     # A closed tab's session waits this long for its socket to come back (Chainlit: 1 h).
     config.project.session_timeout = max(1, round(settings.session_keep_minutes * 60))
     origins.register(settings.origin_list)
@@ -173,7 +172,7 @@ def _build(
         trust,
         settings,
         check_settings=lambda values: options_from(values, engine),
-        close=events.close_socket,
+        close=chainlit_door.close_socket,
     )
     arrival, admission = Arrival(reconnected), Admission(engine.check_message, limits, trust)
     steps: dict[str, list[Step]] = {

@@ -165,6 +165,37 @@ def test_chat_keeps_its_rooms() -> None:
     assert {"ui", "access", "history"} <= {p.name for p in (ROOT / "chat").iterdir() if p.is_dir()}
 
 
+# Chainlit's, python-socketio's and python-engineio's internals the app touches, each only
+# in chat/chainlit_door/ (one place to read on upgrade, as engine/vllm_door/internals.py).
+CHAINLIT_INTERNALS = (
+    "sio.handlers",
+    "chat_contexts",
+    "_authenticate_user",
+    "eio.",
+    "router.routes",
+    "ws_sessions_id",
+    "current_task",
+    "init_ws_context",
+    "FILES_DIRECTORY",
+    "config.code",
+    "async_session",
+    "clean_result",
+    "wrap_user_function",
+    "chainlit.auth.authenticate_user",
+    "user_middleware[",
+)
+
+
+def test_chainlits_internals_are_touched_behind_one_door() -> None:
+    door = ROOT / "chat" / "chainlit_door"
+    for path in [*modules("chat", "serve"), ROOT / "app.py"]:
+        if door in path.parents:
+            continue
+        source = path.read_text(encoding="utf-8")
+        found = [name for name in CHAINLIT_INTERNALS if name in source]
+        assert not found, f"{path.relative_to(ROOT)} touches {found}: go through chat.chainlit_door"
+
+
 @pytest.mark.parametrize("package", ["chat", "serve"])
 def test_the_engine_is_used_through_its_public_names(package: str) -> None:
     """``engine/__init__.py`` names what the packages above may use; its modules are its own."""

@@ -10,7 +10,7 @@ counted (``chat.access.limits``). A refusal is answered in words and goes nowher
 to the history, not into the chat's context, not as the chat's name. An admitted message's
 place in the limits is given back when its handling ends, however it ends.
 
-Usage (``chat.events`` wires the steps)::
+Usage (``chat.chainlit_door.wire`` wires the steps)::
 
     admission = Admission(engine.check_message, limits, trust)
     {"client_message": [admission.message], "edit_message": [admission.edit]}
@@ -18,7 +18,6 @@ Usage (``chat.events`` wires the steps)::
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -26,16 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from chainlit.chat_context import chat_contexts
-from chainlit.context import init_ws_context
 from chainlit.message import ErrorMessage
 from chainlit.session import WebsocketSession
 
 from engine import MessageRefusedError
 
 from .. import metrics
+from ..chainlit_door import Handler, chat_messages, say, session_task
 from ..errors import MalformedMessageError
-from ..events import Handler
 from ..ui.i18n import chat_strings
 from ..ui.render import error_text
 from .limits import LimitExceededError, UserLimits
@@ -59,7 +56,7 @@ def _edited(session: WebsocketSession, payload: Any) -> None:
     """An edit must name a message the user sent in this chat (Chainlit would hand the
     handler no message at all, or the assistant's)."""
     wanted = payload["message"]["id"]
-    kept = chat_contexts.get(session.id, [])
+    kept = chat_messages(session.id)
     if not any(m.id == wanted and m.type == "user_message" for m in kept):
         raise MalformedMessageError("no message of the user's to edit")
 
@@ -109,14 +106,10 @@ class Admission:
 
 async def refuse(session: WebsocketSession, exc: Exception) -> None:
     """The refusal in the chat's language, shown and kept nowhere else (not stored)."""
-    context = init_ws_context(session)
     metrics.ERRORS.labels(kind=type(exc).__name__).inc()
     words = error_text(exc, chat_strings())
     assert words is not None, exc  # every refusal above has its words
-    notice = ErrorMessage(content=words)
-    await context.emitter.task_start()
-    await context.emitter.send_step(notice.to_dict())
-    await context.emitter.task_end()
+    await say(session, dict(ErrorMessage(content=words).to_dict()))
 
 
 def _admitting(admission: Admission, handler: Handler, *, edit: bool) -> Handler:
@@ -143,8 +136,8 @@ def _admitting(admission: Admission, handler: Handler, *, edit: bool) -> Handler
         except BaseException:
             admission.limits.done(who)
             raise
-        task = session.current_task
-        if isinstance(task, asyncio.Task):
+        task = session_task(session)
+        if task is not None:
             task.add_done_callback(lambda _: admission.limits.done(who))
         else:
             admission.limits.done(who)

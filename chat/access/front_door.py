@@ -2,7 +2,7 @@
 
 Chainlit takes what a socket sends as the page would send it. A client that is not the
 page chose a session id that Chainlit then used as a folder to write into and delete
-(``FILES_DIRECTORY / sessionId``: an absolute id, or ``../..``, named any folder the app
+(its files folder joined with ``sessionId``: an absolute id, or ``../..``, named any folder the app
 may delete), stored any settings it was sent, re-read and re-sent a whole resumed chat
 at every ``connection_successful``, and stored a "Task manually stopped." message at
 every ``stop``. Here, first of all, at every event:
@@ -19,17 +19,16 @@ every ``stop``. Here, first of all, at every event:
   Chainlit stores them; a refusal is answered in words);
 * ``disconnect`` always runs: it gives back what the session held.
 
-The chains themselves are wired in ``chat.events``.
+The chains themselves are wired in ``chat.chainlit_door.wire``.
 
 Usage::
 
     door = FrontDoor(trust, settings, check_settings=lambda values: ...)
-    events.wire(door.guard, steps)
+    chainlit_door.wire(door.guard, steps)
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -44,7 +43,7 @@ from chainlit.session import WebsocketSession
 from settings.settings import Settings
 
 from .. import metrics
-from ..events import Handler
+from ..chainlit_door import Handler, app_handles, session_task
 from ..ui.panel import PanelValueError
 from .admission import refuse, visitor
 from .peers import ProxyTrust
@@ -115,8 +114,8 @@ class Features:
         return cls(
             audio=bool(audio and audio.enabled),
             favorites=bool(config.features.favorites),
-            window_messages=config.code.on_window_message is not None,
-            settings_edits=config.code.on_settings_edit is not None,
+            window_messages=app_handles("on_window_message"),
+            settings_edits=app_handles("on_settings_edit"),
         )
 
     def off(self) -> set[str]:
@@ -230,8 +229,8 @@ class FrontDoor:
 
     async def _replying(self, sid: str, session: WebsocketSession) -> bool:
         """A stop with nothing to stop stores a notice and stops nothing."""
-        task = session.current_task
-        return isinstance(task, asyncio.Task) and not task.done()
+        task = session_task(session)
+        return task is not None and not task.done()
 
     async def _panel_values(self, sid: str, session: WebsocketSession, values: Any = None) -> bool:
         """The panel's own values, checked before Chainlit stores them in the session."""

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import logging
 
-from chainlit.server import SOCKET_IO_PATH, sio
+from chainlit.server import SOCKET_IO_PATH
 from chainlit.server import app as server
 
 from settings.settings import Settings
 
+from ..chainlit_door import size_frames
 from .headers import Policy, SecurityHeaders
 from .hosts import AllowedHosts, HostGuard
 from .peers import AddressMiddleware, ProxyTrust
@@ -44,8 +45,7 @@ def register(trust: ProxyTrust, hosts: AllowedHosts, settings: Settings) -> None
     """Put the HTTP doors before every route (idempotent: a reloaded app adds no second
     set), size the frames, and end a socket that answers no ping for
     ``ERNIE_SOCKET_TIMEOUT_S`` (Engine.IO pings every half of it and waits the other half)."""
-    sio.eio.max_http_buffer_size = frame_bytes(settings.max_message_chars)
-    sio.eio.ping_interval = sio.eio.ping_timeout = settings.socket_timeout_s / 2
+    size_frames(frame_bytes(settings.max_message_chars), ping_s=settings.socket_timeout_s / 2)
     factories: list[object] = [middleware.cls for middleware in server.user_middleware]
     if RouteDoor in factories:
         return

@@ -13,9 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from chainlit.server import app as server
-from chainlit.server import sio
-from starlette.middleware.cors import CORSMiddleware
+from ..chainlit_door import check_socket_origins, set_cors_origins
 
 __all__ = ["register"]
 
@@ -43,8 +41,5 @@ def register(allowed: list[str]) -> None:
         logger.warning("websocket refused: origin %r is not allowed", origin)
         return False
 
-    sio.eio.cors_allowed_origins = accepts
-    for middleware in server.user_middleware:
-        factory: object = middleware.cls
-        if factory is CORSMiddleware:
-            middleware.kwargs["allow_origins"] = list(allowed)
+    check_socket_origins(accepts)
+    set_cors_origins(allowed)

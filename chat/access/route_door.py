@@ -39,6 +39,7 @@ from chainlit.config import config
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import metrics
+from ..chainlit_door import app_handles
 from .front_door import canonical_uuid
 from .peers import ProxyTrust
 from .rates import Rate
@@ -101,7 +102,7 @@ class RouteRules:
             return 404, "chats are not shared here"
         if path.endswith("/project/element") and method in ("PUT", "DELETE"):
             return 404, "this app has no elements to change"
-        if path.endswith("/project/action") and not config.code.action_callbacks:
+        if path.endswith("/project/action") and not app_handles("action_callbacks"):
             return 404, "this app has no actions"
         if path.endswith("/mcp") and not features.mcp.enabled:
             return 404, "MCP is off here"

@@ -15,7 +15,7 @@ import logging
 from collections import Counter
 from typing import Any, Protocol
 
-from ..events import Handler
+from ..chainlit_door import Handler
 from .peers import ProxyTrust
 
 __all__ = ["ChatCount", "ChatsPerAddress", "OpenChats"]

@@ -24,14 +24,13 @@ import asyncio
 import hmac
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Protocol
 
 import chainlit as cl
-import chainlit.auth as chainlit_auth
-import chainlit.server as chainlit_server
 import jwt
 from chainlit.auth import get_token_from_cookies
 from chainlit.auth.jwt import get_jwt_secret
@@ -42,6 +41,7 @@ from starlette.datastructures import Headers
 from chat.access.users import is_user, verify_password
 from settings.settings import Settings
 
+from ..chainlit_door import check_sign_ins
 from .limits import SignInAttempts, SignOuts
 from .peers import CLIENT_ADDRESS, REQUEST_USER
 from .shared_limits import SharedSignInAttempts, SharedSignOuts
@@ -49,6 +49,8 @@ from .shared_limits import SharedSignInAttempts, SharedSignOuts
 __all__ = ["CHECKS_RUNNING", "CHECKS_WAITING", "SIGNED_IN", "register"]
 
 logger = logging.getLogger(__name__)
+
+AsyncFunction = Callable[..., Awaitable[Any]]
 
 SIGNED_IN = "signed_in_at"  # the user's metadata: when they signed in (Unix time)
 CHECKS_RUNNING, CHECKS_WAITING = 2, 8  # password checks at once, and waiting for one
@@ -236,38 +238,36 @@ def _check_sessions(validity: Validity) -> None:
     does: within the lifetime from the sign-in, not signed out of, and for a user who may
     still sign in.
     The user is noted for the history's owner checks (``REQUEST_USER``)."""
-    original = chainlit_auth.authenticate_user
-    if getattr(original, "_checks_validity", False):
-        return
 
-    async def authenticate_valid(token: str) -> Any:
-        user = await original(token)
-        ended = validity.ended(user.identifier, _signed_in_of(_claims(token)))
-        if ended or not await validity.member(user):
-            logger.warning("session of %r refused: ended or no longer a user", user.identifier)
-            raise HTTPException(status_code=401, detail="this session has ended: sign in again")
-        REQUEST_USER.set(user.identifier)
-        return user
+    def checked_session(original: AsyncFunction) -> AsyncFunction:
+        async def authenticate_valid(token: str) -> Any:
+            user = await original(token)
+            ended = validity.ended(user.identifier, _signed_in_of(_claims(token)))
+            if ended or not await validity.member(user):
+                logger.warning("session of %r refused: ended or no longer a user", user.identifier)
+                raise HTTPException(status_code=401, detail="this session has ended: sign in again")
+            REQUEST_USER.set(user.identifier)
+            return user
 
-    issue = chainlit_server._authenticate_user
+        return authenticate_valid
 
-    async def issue_valid(request: Request, user: Any, *args: Any, **kwargs: Any) -> Any:
-        if user is None and CHECKS_FULL.get():
-            raise HTTPException(
-                status_code=429,
-                detail="too many sign-ins at once: try again in a moment",
-                headers={"Retry-After": "2"},
-            )
-        if user is not None:
-            signed_in_at = float((user.metadata or {}).get(SIGNED_IN, 0))
-            ended = validity.ended(user.identifier, signed_in_at)
-            if ended or not validity.named_again(request, user) or not await validity.member(user):
-                logger.warning("token for %r not renewed: sign in again", user.identifier)
-                raise HTTPException(status_code=401, detail="this session has ended")
-        return await issue(request, user, *args, **kwargs)
+    def checked_issue(issue: AsyncFunction) -> AsyncFunction:
+        async def issue_valid(request: Request, user: Any, *args: Any, **kwargs: Any) -> Any:
+            if user is None and CHECKS_FULL.get():
+                raise HTTPException(
+                    status_code=429,
+                    detail="too many sign-ins at once: try again in a moment",
+                    headers={"Retry-After": "2"},
+                )
+            if user is not None:
+                signed_in_at = float((user.metadata or {}).get(SIGNED_IN, 0))
+                ended = validity.ended(user.identifier, signed_in_at)
+                named = validity.named_again(request, user)
+                if ended or not named or not await validity.member(user):
+                    logger.warning("token for %r not renewed: sign in again", user.identifier)
+                    raise HTTPException(status_code=401, detail="this session has ended")
+            return await issue(request, user, *args, **kwargs)
 
-    authenticate_valid._checks_validity = True  # type: ignore[attr-defined]
-    # Chainlit's get_current_user (HTTP routes and the websocket) calls it by this name,
-    # and every sign-in route (password, header, token renewal) issues through the other.
-    chainlit_auth.authenticate_user = authenticate_valid  # type: ignore[assignment]
-    chainlit_server._authenticate_user = issue_valid
+        return issue_valid
+
+    check_sign_ins(checked_session, checked_issue)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from chainlit.types import ThreadDict
 from sqlalchemy import bindparam, text
 
+from ..chainlit_door import sql_rows as _rows
 from ..conversation import MAX_EXCHANGES
 
 if TYPE_CHECKING:
@@ -49,13 +50,6 @@ _STEPS = text(
 _ELEMENTS = text('SELECT * FROM elements WHERE "threadId" IN :ids').bindparams(
     bindparam("ids", expanding=True)
 )
-
-
-async def _rows(layer: SQLAlchemyDataLayer, query: Any, **values: Any) -> list[dict[str, Any]]:
-    async with layer.async_session() as session:
-        result = await session.execute(query, values)
-        rows = [dict(row._mapping) for row in result.fetchall()]
-    return list(layer.clean_result(rows))  # UUIDs as text, as Chainlit hands them on
 
 
 def _step(row: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,6 @@ def build_engine_args(plan: Plan) -> AsyncEngineArgs:
     args.update({k: v for k, v in optional.items() if v is not None})
     if not cpu:
         # The engine core must inherit this process's modules as they are (Chainlit's
-        # import fix, see chat.compat); vLLM's CPU backend always spawns.
+        # import fix, see chat.chainlit_door.patches); vLLM's CPU backend always spawns.
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "fork")
     return AsyncEngineArgs(**args)

@@ -40,7 +40,7 @@ async def test_chainlit_builds_messages_and_steps_without_a_blocking_sleep(
     import chainlit as cl
     from chainlit.context import init_http_context
 
-    from chat.compat import drop_blocking_sleep
+    from chat.chainlit_door import drop_blocking_sleep
 
     drop_blocking_sleep("chainlit.message", "chainlit.step")
     slept: list[float] = []

@@ -1,0 +1,70 @@
+"""The Chainlit door: every read or write of Chainlit's, python-socketio's and
+python-engineio's internals, in one package, as ``engine.vllm_door.internals`` is vLLM's.
+
+Read this before upgrading Chainlit: ``tests/chat/test_chainlit_door.py`` checks each
+internal touched here against the installed versions and names the one that moved;
+``tests/test_layout.py`` refuses those names anywhere else in ``chat/``.
+
+* ``sockets``: the socket events' chains (``wire``), a socket closed from the server,
+  frames, pings and origins of engine.io, a chat's messages in Chainlit's context, a
+  session's task, a notice said on a socket outside any handler, sessions held;
+* ``server``: Chainlit's web app (routes put first, the sign-in's two functions wrapped,
+  CORS origins, the files folder), the callbacks the app registered, the message
+  handler without its step, the data layer's SQL session;
+* ``patches``: two defects of Chainlit that hurt an app with an engine in its process
+  (the package's ``__getattr__``, a blocking sleep in every message and step).
+
+Idempotent without marker attributes: each original is kept the first time in a table of
+this package (a reloaded app, ``chainlit run -w``, builds from the originals again).
+"""
+
+from __future__ import annotations
+
+from .patches import drop_blocking_sleep, guard_module_getattr
+from .server import (
+    answer_messages,
+    app_handles,
+    check_sign_ins,
+    private_files_folder,
+    put_routes_first,
+    set_cors_origins,
+    sql_rows,
+)
+from .sockets import (
+    Handler,
+    Step,
+    chainlit_events,
+    chat_messages,
+    check_socket_origins,
+    close_socket,
+    say,
+    session_task,
+    sessions_held,
+    size_frames,
+    trim_chat_messages,
+    wire,
+)
+
+__all__ = [
+    "Handler",
+    "Step",
+    "answer_messages",
+    "app_handles",
+    "chainlit_events",
+    "chat_messages",
+    "check_sign_ins",
+    "check_socket_origins",
+    "close_socket",
+    "drop_blocking_sleep",
+    "guard_module_getattr",
+    "private_files_folder",
+    "put_routes_first",
+    "say",
+    "session_task",
+    "sessions_held",
+    "set_cors_origins",
+    "size_frames",
+    "sql_rows",
+    "trim_chat_messages",
+    "wire",
+]

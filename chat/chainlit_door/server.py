@@ -1,0 +1,102 @@
+"""Chainlit's web app and modules from the inside: the order of its routes, the two
+functions its sign-in runs through, its CORS origins, its files folder, the message
+handler's step, and its SQL data layer's session."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import chainlit.auth
+import chainlit.config
+import chainlit.server
+from chainlit.config import config
+from chainlit.utils import wrap_user_function
+from starlette.middleware.cors import CORSMiddleware
+
+if TYPE_CHECKING:
+    from chainlit.data.sql_alchemy import SQLAlchemyDataLayer
+
+__all__ = [
+    "answer_messages",
+    "app_handles",
+    "check_sign_ins",
+    "private_files_folder",
+    "put_routes_first",
+    "set_cors_origins",
+    "sql_rows",
+]
+
+AsyncFunction = Callable[..., Awaitable[Any]]
+_ORIGINAL: dict[str, AsyncFunction] = {}  # Chainlit's sign-in functions, kept the first time
+FILES_PREFIX = "ernie-chainlit-files-"
+
+
+def put_routes_first(paths: Iterable[str]) -> None:
+    """Move the routes of ``paths`` ahead of Chainlit's (its catch-all page route shadows
+    every route added after it), in the order given."""
+    routes = chainlit.server.app.router.routes
+    for path in reversed(list(paths)):
+        route = next(r for r in routes if getattr(r, "path", None) == path)
+        routes.remove(route)
+        routes.insert(0, route)
+
+
+def check_sign_ins(
+    checked_session: Callable[[AsyncFunction], AsyncFunction],
+    checked_issue: Callable[[AsyncFunction], AsyncFunction],
+) -> None:
+    """Every request's session goes through ``checked_session(chainlit's)`` (Chainlit's
+    ``get_current_user``, HTTP routes and the websocket, calls ``authenticate_user``),
+    and every token issued through ``checked_issue(chainlit's)`` (each sign-in route:
+    password, header, renewal). Idempotent: built from Chainlit's own each time."""
+    session = _ORIGINAL.setdefault("authenticate_user", chainlit.auth.authenticate_user)
+    issue = _ORIGINAL.setdefault("_authenticate_user", chainlit.server._authenticate_user)
+    chainlit.auth.authenticate_user = checked_session(session)  # type: ignore[assignment]
+    chainlit.server._authenticate_user = checked_issue(issue)  # type: ignore[assignment]
+
+
+def set_cors_origins(allowed: list[str]) -> None:
+    """The origins Chainlit's CORS middleware lets read answers across sites."""
+    for middleware in chainlit.server.app.user_middleware:
+        factory: object = middleware.cls
+        if factory is CORSMiddleware:
+            middleware.kwargs["allow_origins"] = list(allowed)
+
+
+def private_files_folder() -> Path:
+    """Chainlit keeps uploads in ``.files`` beside the app's code and removes it at exit:
+    moved to a new private folder of this process's (idempotent); the folder."""
+    current = Path(chainlit.server.FILES_DIRECTORY)  # type: ignore[attr-defined]
+    if current.name.startswith(FILES_PREFIX):
+        return current
+    folder = Path(tempfile.mkdtemp(prefix=FILES_PREFIX))
+    chainlit.config.FILES_DIRECTORY = folder  # read by sessions when they start
+    chainlit.server.FILES_DIRECTORY = folder  # type: ignore[attr-defined]  # removed at exit
+    return folder
+
+
+def app_handles(callback: str) -> bool:
+    """Whether the app registered Chainlit's ``callback`` (``on_window_message``,
+    ``action_callbacks``, ...): a feature it lacks is refused at the doors."""
+    return bool(getattr(config.code, callback))
+
+
+def answer_messages(handler: Callable[[Any], Awaitable[None]]) -> None:
+    """Chainlit's message handler: ``handler``, with no step around it.
+
+    ``@cl.on_message`` runs each message's handler inside a ``Step`` named ``on_message``:
+    two websocket packets and, with the history on, two database writes of the message's
+    text once more, for every message, while the chat shows no such step."""
+    config.code.on_message = wrap_user_function(handler)
+
+
+async def sql_rows(layer: SQLAlchemyDataLayer, query: Any, **values: Any) -> list[dict[str, Any]]:
+    """``query``'s rows, on the data layer's own session, cleaned as Chainlit cleans its
+    own (UUIDs as text)."""
+    async with layer.async_session() as session:
+        result = await session.execute(query, values)
+        rows = [dict(row._mapping) for row in result.fetchall()]
+    return list(layer.clean_result(rows))
