@@ -10,8 +10,10 @@ python-engineio's internals. It imports the engine's public names and never vLLM
 
 Usage::
 
-    open_app()        # app.py: the engine from the settings
-    open_app(seat)    # a group's worker (serve.web): its seat on the shared engine core
+    open_app()                  # app.py: the engine from the settings, checked here
+    open_app(plan=plan)         # python -m serve: the launcher's plan, checked once there
+    open_app(seat, plan=plan)   # a group's worker (serve.web): its seat on the shared core
+    open_app(engine=MockEngine())   # tests: the web app on a fake engine (engine.mock)
 """
 
 from __future__ import annotations
@@ -19,17 +21,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine import Attachment
+    from engine import Attachment, ChatClient, Plan
 
     from .runtime import Runtime
 
 __all__ = ["open_app"]
 
 
-def open_app(seat: Attachment | None = None) -> Runtime:
+def open_app(
+    seat: Attachment | None = None,
+    *,
+    plan: Plan | None = None,
+    engine: ChatClient | None = None,
+) -> Runtime:
     """Register the handlers with Chainlit and configure the runtime (imported here, on
     use: the package's modules import without Chainlit's app being set up)."""
     from . import handlers
     from .runtime import configure
 
-    return configure(resume=handlers.resume_chat, reconnected=handlers.reconnected, seat=seat)
+    return configure(
+        resume=handlers.resume_chat,
+        reconnected=handlers.reconnected,
+        seat=seat,
+        plan=plan,
+        engine=engine,
+    )

@@ -19,7 +19,7 @@ from chainlit.server import app as server
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from engine import ChatEngine, EngineState
+from engine import ChatClient, EngineState
 
 from . import metrics
 from .access.peers import ProxyTrust, is_loopback
@@ -35,7 +35,7 @@ async def healthz() -> JSONResponse:
     return JSONResponse({"status": "alive"})
 
 
-def readiness(engine: ChatEngine) -> tuple[int, dict[str, Any]]:
+def readiness(engine: ChatClient) -> tuple[int, dict[str, Any]]:
     """200 with the capacity report once the engine is ready; else 503, state and time."""
     status = engine.status()
     body: dict[str, Any] = {"state": status.state.value, "elapsed_s": round(status.elapsed_s, 1)}
@@ -56,7 +56,7 @@ def _authorized(request: Request, token: bytes | None, trust: ProxyTrust) -> boo
     return hmac.compare_digest(given, token)
 
 
-def register(engine: ChatEngine, token: bytes | None, trust: ProxyTrust) -> None:
+def register(engine: ChatClient, token: bytes | None, trust: ProxyTrust) -> None:
     """Add the routes ahead of Chainlit's catch-all page route (which shadows routes
     added after it); idempotent."""
 

@@ -2,7 +2,7 @@
 
 Usage (``chat.open_app``, from ``app.py`` or a group's worker)::
 
-    configure(resume=..., reconnected=..., seat=seat)  # a bad setting: one line, exit 2
+    configure(resume=..., reconnected=..., seat=seat, plan=plan)  # a bad setting: exit 2
     runtime().engine     # from the handlers, afterwards
 
 The runtime lives on Chainlit's ASGI app (``app.state.runtime``, as vLLM's OpenAI server
@@ -27,7 +27,7 @@ from chainlit.config import config
 from chainlit.server import app
 from chainlit.types import ThreadDict
 
-from engine import Attachment, ChatEngine
+from engine import Attachment, ChatClient, ChatEngine, Plan
 from settings.loader import load_settings
 from settings.settings import AUTH_SECRET, Settings, SettingsError
 
@@ -54,7 +54,7 @@ class Runtime:
     """What the handlers work with: the process's engine, its per-user limits, and the
     seal on the exchanges the app records (set again once the history is open)."""
 
-    engine: ChatEngine
+    engine: ChatClient
     limits: UserLimits | SharedUserLimits
     history_url: str | None  # where signed-in users' chats are kept; None: nowhere
     seal: Seal
@@ -79,7 +79,7 @@ def _seal() -> Seal:
 
 
 def _limits(
-    engine: ChatEngine, group: Attachment | None
+    engine: ChatClient, group: Attachment | None
 ) -> tuple[UserLimits | SharedUserLimits, OpenChats]:
     """This process's limits, or, in a group of workers, the group's (one file they share);
     the replies at once over all users, unset: twice what the engine cores batch."""
@@ -87,7 +87,7 @@ def _limits(
     values = {
         "max_replies": settings.user_max_replies,
         "per_minute": settings.user_messages_per_minute,
-        "max_total": settings.max_replies or 2 * engine.plan.chats_at_once,
+        "max_total": settings.max_replies or 2 * engine.chats_at_once,
     }
     if group is None:
         return UserLimits(**values), ChatCount()
@@ -108,11 +108,14 @@ def runtime() -> Runtime:
     return current
 
 
-def _engine(seat: Attachment | None) -> ChatEngine:
-    """A group's worker: its seat's engine (the launcher checked the plan); else one
-    from the settings, checked here (a bad setting: one line on stderr, exit 2)."""
+def _engine(seat: Attachment | None, plan: Plan | None) -> ChatClient:
+    """A group's worker: its seat's engine; ``python -m serve``: the launcher's plan (it
+    ran the checks once); else one from the settings, checked here (a bad setting: one
+    line on stderr, exit 2)."""
     if seat is not None:
         return ChatEngine(seat.plan, seat)
+    if plan is not None:
+        return ChatEngine(plan.alone())
     try:
         return ChatEngine.from_settings(load_settings())
     except SettingsError as exc:  # one line naming the setting, then stop
@@ -125,9 +128,12 @@ def configure(
     resume: Callable[[ThreadDict], Awaitable[None]],
     reconnected: Callable[[], Awaitable[None]],
     seat: Attachment | None = None,
+    plan: Plan | None = None,
+    engine: ChatClient | None = None,
 ) -> Runtime:
-    """Build the engine and register sign-in, history and routes; idempotent
-    (``chainlit run -w`` imports app.py again: the engine stays one)."""
+    """Build the engine (or take ``engine``: the tests' fake) and register sign-in,
+    history and routes; idempotent (``chainlit run -w`` imports app.py again: the engine
+    stays one)."""
     os.umask(0o077)  # the history, the logs, the caches: the app's user's alone
     # ``chainlit run``'s uvicorn would take X-Forwarded-For from any local client as the
     # visitor's address; who a visitor is, is chat.access.peers' to say (serve.web turns
@@ -140,7 +146,8 @@ def configure(
     private_files_folder()  # not beside the code: the code's folder is read-only
     current = _configured()
     if current is None:
-        current = app.state.runtime = _build(_engine(seat), seat, resume, reconnected)
+        built = engine or _engine(seat, plan)
+        current = app.state.runtime = _build(built, seat, resume, reconnected)
     engine, settings, trust = current.engine, current.engine.settings, current.trust
     chainlit_door.wire(current.door.guard, current.steps)
     # A closed tab's session waits this long for its socket to come back (Chainlit: 1 h).
@@ -154,7 +161,7 @@ def configure(
 
 
 def _build(
-    engine: ChatEngine,
+    engine: ChatClient,
     seat: Attachment | None,
     resume: Callable[[ThreadDict], Awaitable[None]],
     reconnected: Callable[[], Awaitable[None]],

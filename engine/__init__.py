@@ -2,7 +2,8 @@
 
 The data path reads one way: settings (``settings``) -> engine -> web app (``chat``).
 This package never imports Chainlit. Its public names are below; the modules behind
-them are its own business (``engine.backend`` is the seam for new backends).
+them are its own business (``engine.backend`` is the seam for new backends;
+``engine.client`` the protocol the web app depends on, ``engine.mock`` its fake).
 
 Names are imported on first use: importing vLLM takes seconds, and ``python -m engine
 check`` or a bad setting should answer without it.
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .backend import Backend
+    from .client import ChatClient, ModelFacts
     from .core_errors import exit_reason
     from .download import Download, DownloadError, fetch_model
     from .errors import (
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
         MessageRefusedError,
         PromptTooLongError,
     )
+    from .mock import MockEngine, MockModel, MockRequest
     from .model.system_prompts import available_system_prompts
     from .prompt import Turn
     from .replies import ChatEngine, new_request_id
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
 
 _SOURCES = {
     "backend": ["Backend"],
+    "client": ["ChatClient", "ModelFacts"],
     "core_errors": ["exit_reason"],
     "download": ["Download", "DownloadError", "fetch_model"],
     "errors": [
@@ -54,6 +58,7 @@ _SOURCES = {
         "PromptTooLongError",
     ],
     "model.system_prompts": ["available_system_prompts"],
+    "mock": ["MockEngine", "MockModel", "MockRequest"],
     "prompt": ["Turn"],
     "replies": ["ChatEngine", "new_request_id"],
     "sampling": ["ChatOptions"],
@@ -70,6 +75,7 @@ __all__ = [
     "Backend",
     "BackendDeadError",
     "BackendStartError",
+    "ChatClient",
     "ChatEngine",
     "ChatOptions",
     "Download",
@@ -82,6 +88,10 @@ __all__ = [
     "EngineStatus",
     "GenerationError",
     "MessageRefusedError",
+    "MockEngine",
+    "MockModel",
+    "MockRequest",
+    "ModelFacts",
     "Plan",
     "PromptTooLongError",
     "ReplyEnd",

@@ -11,8 +11,9 @@ Usage::
     await engine.abort(rid)                       # from elsewhere, e.g. a stop button
     await engine.shutdown()
 
-``ChatEngine`` is the supervisor (``engine.supervisor``) plus this path; the backend
-under it (``engine.backend``) is whichever the settings name.
+``ChatEngine`` is this path over a supervisor (``engine.supervisor``: the backend kept
+alive), which it holds rather than is; the backend under it (``engine.backend``) is
+whichever the settings name. It is the real ``ChatClient`` (``engine.client``).
 """
 
 from __future__ import annotations
@@ -27,18 +28,20 @@ from typing import TYPE_CHECKING, Any
 
 from vllm import SamplingParams
 
+from engine.model.info import ModelInfo
 from engine.model.system_prompts import resolve_system_prompt
 from engine.vllm_door.plan import Plan
 from engine.vllm_door.preflight import preflight
 from settings.settings import Settings
 
+from .backend import Backend, Report
 from .decode import IncrementalDecoder
 from .errors import BackendDeadError, GenerationError, MessageRefusedError
 from .message_check import check_message
 from .prompt import Prompt, PromptBuilder, Turn
 from .sampling import ChatOptions, build_sampling_params
 from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk, TokenBuffer
-from .supervisor import Supervisor
+from .supervisor import EngineStatus, Supervisor
 
 if TYPE_CHECKING:
     from .shared_core import Attachment
@@ -52,11 +55,11 @@ def new_request_id() -> str:
     return f"chat-{uuid.uuid4().hex}"
 
 
-class ChatEngine(Supervisor):
-    """The engine a chat talks to: its life cycle, and replies to messages."""
+class ChatEngine:
+    """The engine a chat talks to: its life cycle (the supervisor's), and replies."""
 
     def __init__(self, plan: Plan, seat: Attachment | None = None) -> None:
-        super().__init__(plan, seat)
+        self.supervisor = Supervisor(plan, seat)
         self._prompts: PromptBuilder | None = None
 
     @classmethod
@@ -65,6 +68,58 @@ class ChatEngine(Supervisor):
         the engine runs in this process: one core."""
         return cls(preflight(settings).alone())
 
+    # --- the supervisor's, as the chat reads them ---------------------------------------
+    @property
+    def plan(self) -> Plan:
+        return self.supervisor.plan
+
+    @property
+    def seat(self) -> Attachment | None:
+        return self.supervisor.seat
+
+    @property
+    def settings(self) -> Settings:
+        return self.supervisor.settings
+
+    @property
+    def chats_at_once(self) -> int:
+        return self.plan.chats_at_once
+
+    @property
+    def model(self) -> ModelInfo:
+        return self.supervisor.model
+
+    @property
+    def backend(self) -> Backend:
+        return self.supervisor.backend
+
+    @property
+    def capacity(self) -> Report:
+        return self.supervisor.capacity
+
+    @property
+    def running_requests(self) -> int:
+        return self.supervisor.running_requests
+
+    def status(self) -> EngineStatus:
+        return self.supervisor.status()
+
+    def start(self) -> None:
+        self.supervisor.start()
+
+    async def wait_ready(self) -> None:
+        await self.supervisor.wait_ready()
+
+    async def wait_gave_up(self) -> str:
+        return await self.supervisor.wait_gave_up()
+
+    async def abort(self, request_id: str) -> None:
+        await self.supervisor.abort(request_id)
+
+    async def shutdown(self) -> None:
+        await self.supervisor.shutdown()
+
+    # --- the reply path -------------------------------------------------------------------
     def check_message(self, text: str) -> str:
         """``text`` cleaned for the prompt; ``MessageRefusedError`` if empty or too long.
 
@@ -93,7 +148,7 @@ class ChatEngine(Supervisor):
 
     def _prompt_builder(self) -> PromptBuilder:
         """The model's prompt builder for the context the backend serves (made once)."""
-        tokenizer, length = self.model.tokenizer, self.max_model_len
+        tokenizer, length = self.model.tokenizer, self.backend.max_model_len
         built = self._prompts
         if built is None or built.tokenizer is not tokenizer or built.max_model_len != length:
             built = self._prompts = PromptBuilder(tokenizer, max_model_len=length)
@@ -151,8 +206,8 @@ class ChatEngine(Supervisor):
                             # tokens into one output: one wake-up per flush, not per token.
                             await asyncio.sleep(buffer.wait_s(time.monotonic()))
         except BackendDeadError as exc:
-            self.engine_died(exc.cause)
-            raise self.unavailable() from exc
+            self.supervisor.engine_died(exc.cause)
+            raise self.supervisor.unavailable() from exc
         except (GeneratorExit, asyncio.CancelledError):
             # Stopped or dropped before the engine's end came back (the remote backend's
             # always is): the log still gets the reply's line.

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if plan.workers == 1 and plan.engines == 1:
         from .web import serve_app
 
-        serve_app(settings, (args.host, args.port))
+        serve_app(plan, (args.host, args.port))
         return 0
     from .group import Group
 

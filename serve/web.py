@@ -12,8 +12,8 @@ and its connections pass ``serve.connections`` (idle ones closed, one address ca
 
 Usage::
 
-    serve_app(settings, ("127.0.0.1", 8000))    # blocks until SIGINT or SIGTERM
-    serve_app(settings, ("127.0.0.1", 8101), public_host="0.0.0.0", seat=seat)  # a worker
+    serve_app(plan, ("127.0.0.1", 8000))    # blocks until SIGINT or SIGTERM
+    serve_app(plan, ("127.0.0.1", 8101), public_host="0.0.0.0", seat=seat)  # a worker
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from serve import console
 from settings.settings import Settings
 
 if TYPE_CHECKING:
-    from engine import Attachment
+    from engine import Attachment, Plan
 
 __all__ = ["APP", "raise_open_files", "serve_app"]
 
@@ -39,9 +39,10 @@ APP = Path(__file__).resolve().parent.parent / "app.py"
 DEFLATE = "UVICORN_WS_PER_MESSAGE_DEFLATE"
 
 
-def _load_chainlit_app(public_host: str, seat: Attachment | None) -> object:
-    """Chainlit's ASGI app with the chat app opened in it (as ``app.py`` does);
-    ``public_host``: the address browsers reach it by (the allowed hosts follow it)."""
+def _load_chainlit_app(public_host: str, plan: Plan, seat: Attachment | None) -> object:
+    """Chainlit's ASGI app with the chat app opened in it (as ``app.py`` does) on the
+    launcher's plan (made once: not checked again here); ``public_host``: the address
+    browsers reach it by (the allowed hosts follow it)."""
     from chainlit.auth import ensure_jwt_secret
     from chainlit.config import config
     from chainlit.server import app
@@ -51,7 +52,7 @@ def _load_chainlit_app(public_host: str, seat: Attachment | None) -> object:
     config.run.headless = True  # no browser opened on the server
     config.run.host = public_host
     config.run.module_name = str(APP)
-    open_app(seat)
+    open_app(seat, plan=plan)
     ensure_jwt_secret()  # type: ignore[no-untyped-call]
     return app
 
@@ -72,7 +73,7 @@ def configure_logging(settings: Settings) -> Path:
 
 
 def serve_app(
-    settings: Settings,
+    plan: Plan,
     bind: tuple[str, int],
     *,
     public_host: str | None = None,
@@ -84,9 +85,10 @@ def serve_app(
 
     from .connections import gate_of, gated_protocol, keep_alive_s
 
+    settings = plan.settings
     host, port = bind
     os.chdir(APP.parent)  # Chainlit reads .chainlit/ and chainlit.md from here
-    app = _load_chainlit_app(public_host or host, seat)
+    app = _load_chainlit_app(public_host or host, plan, seat)
     deflate = os.environ.get(DEFLATE, "false").lower() in {"1", "true", "yes"}
     uvicorn.run(
         app,  # type: ignore[arg-type]

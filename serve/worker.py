@@ -64,4 +64,4 @@ def run_worker(
     if slot.index > 0:  # its core's first worker reports the capacity, warm-up and ready
         logging.getLogger("engine.supervisor").setLevel(logging.WARNING)
     seat = Attachment(plan, core, slot.index, folder, worker=slot.number)
-    serve_app(plan.settings, ("127.0.0.1", slot.port), public_host=public_host, seat=seat)
+    serve_app(plan, ("127.0.0.1", slot.port), public_host=public_host, seat=seat)

@@ -13,7 +13,7 @@ from typing import Any
 import chainlit as cl
 from chainlit.input_widget import Select, Slider
 
-from engine import ChatEngine, ChatOptions, available_system_prompts
+from engine import ChatClient, ChatOptions, available_system_prompts
 
 from .i18n import t
 
@@ -42,7 +42,7 @@ def _system_prompts(current: str) -> dict[str, str]:
     return prompts
 
 
-async def send_settings_panel(engine: ChatEngine) -> None:
+async def send_settings_panel(engine: ChatClient) -> None:
     settings, defaults = engine.settings, engine.model.sampling_defaults
     temperature = _first_set(settings.temperature, defaults.get("temperature"), 1.0)
     top_p = _first_set(settings.top_p, defaults.get("top_p"), 1.0)
@@ -90,7 +90,7 @@ def _number(values: dict[str, Any], name: str, low: float, high: float) -> float
     return float(value)
 
 
-def options_from(values: Any, engine: ChatEngine) -> ChatOptions:
+def options_from(values: Any, engine: ChatClient) -> ChatOptions:
     """The chat's options from the panel's values; ``PanelValueError`` for anything the
     panel itself cannot send (the values come from the client, not from the panel)."""
     if not isinstance(values, dict) or not set(values) <= set(PANEL_FIELDS):

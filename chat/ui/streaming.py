@@ -11,7 +11,7 @@ import contextlib
 import chainlit as cl
 
 from engine import (
-    ChatEngine,
+    ChatClient,
     ChatOptions,
     EngineError,
     EngineState,
@@ -32,7 +32,7 @@ __all__ = ["announce_engine", "stream_reply"]
 LOADING_REFRESH_S = 1.0
 
 
-async def announce_engine(engine: ChatEngine) -> None:
+async def announce_engine(engine: ChatClient) -> None:
     """The loading state, updated in place until ready or failed; then the chat's tools."""
     status = engine.status()
     loading = status.state is EngineState.LOADING
@@ -57,7 +57,7 @@ async def announce_engine(engine: ChatEngine) -> None:
 
 
 async def stream_reply(
-    engine: ChatEngine,
+    engine: ChatClient,
     message_id: str,
     text: str,
     conversation: Conversation,

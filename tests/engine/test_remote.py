@@ -105,7 +105,7 @@ async def test_a_reply_streams_with_stats_and_the_capacity_names_the_server(
     assert remote.status().state is EngineState.READY
     assert any(vllm_server.url in line for line in remote.capacity.lines())
     assert remote.capacity.as_dict()["servers"][0]["max_model_len"] == 2048
-    assert remote.max_model_len == 2048  # what prompts and the settings panel use
+    assert remote.backend.max_model_len == 2048  # what prompts and the settings panel use
     events = await collect(
         remote.chat([], "你好", request_id="remote-1", options=ChatOptions(max_tokens=40))
     )
