@@ -31,7 +31,7 @@ from chainlit.session import WebsocketSession
 from engine import MessageRefusedError
 
 from .. import metrics
-from ..chainlit_door import Handler, chat_messages, say, session_task
+from ..chainlit_door import Handler, chat_messages, enter, say, session_task
 from ..errors import MalformedMessageError
 from ..ui.i18n import chat_strings
 from ..ui.render import error_text
@@ -106,6 +106,7 @@ class Admission:
 
 async def refuse(session: WebsocketSession, exc: Exception) -> None:
     """The refusal in the chat's language, shown and kept nowhere else (not stored)."""
+    enter(session)  # the chat's language
     metrics.ERRORS.labels(kind=type(exc).__name__).inc()
     words = error_text(exc, chat_strings())
     assert words is not None, exc  # every refusal above has its words

@@ -7,7 +7,7 @@ internal touched here against the installed versions and names the one that move
 
 * ``sockets``: the socket events' chains (``wire``), a socket closed from the server,
   frames, pings and origins of engine.io, a chat's messages in Chainlit's context, a
-  session's task, a notice said on a socket outside any handler, sessions held;
+  session's task, a notice said on a socket outside any handler, sessions held, an event received;
 * ``server``: Chainlit's web app (routes put first, the sign-in's two functions wrapped,
   CORS origins, the files folder), the callbacks the app registered, the message
   handler without its step, the data layer's SQL session;
@@ -29,6 +29,7 @@ from .server import (
     put_routes_first,
     set_cors_origins,
     sql_rows,
+    using_data_layer,
 )
 from .sockets import (
     Handler,
@@ -37,7 +38,10 @@ from .sockets import (
     chat_messages,
     check_socket_origins,
     close_socket,
+    enter,
+    receive,
     say,
+    session_of,
     session_task,
     sessions_held,
     size_frames,
@@ -56,15 +60,19 @@ __all__ = [
     "check_socket_origins",
     "close_socket",
     "drop_blocking_sleep",
+    "enter",
     "guard_module_getattr",
     "private_files_folder",
     "put_routes_first",
+    "receive",
     "say",
+    "session_of",
     "session_task",
     "sessions_held",
     "set_cors_origins",
     "size_frames",
     "sql_rows",
     "trim_chat_messages",
+    "using_data_layer",
     "wire",
 ]

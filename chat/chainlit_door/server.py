@@ -4,13 +4,15 @@ handler's step, and its SQL data layer's session."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import chainlit.auth
 import chainlit.config
+import chainlit.data
 import chainlit.server
 from chainlit.config import config
 from chainlit.utils import wrap_user_function
@@ -27,6 +29,7 @@ __all__ = [
     "put_routes_first",
     "set_cors_origins",
     "sql_rows",
+    "using_data_layer",
 ]
 
 AsyncFunction = Callable[..., Awaitable[Any]]
@@ -100,3 +103,15 @@ async def sql_rows(layer: SQLAlchemyDataLayer, query: Any, **values: Any) -> lis
         result = await session.execute(query, values)
         rows = [dict(row._mapping) for row in result.fetchall()]
     return list(layer.clean_result(rows))
+
+
+@contextlib.contextmanager
+def using_data_layer(layer: object) -> Iterator[None]:
+    """Chainlit writes and reads through ``layer`` meanwhile (it settles on one data layer
+    for the process at first use; the in-process tests change it), then as before."""
+    before = chainlit.data._data_layer, chainlit.data._data_layer_initialized
+    chainlit.data._data_layer, chainlit.data._data_layer_initialized = layer, True  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        chainlit.data._data_layer, chainlit.data._data_layer_initialized = before

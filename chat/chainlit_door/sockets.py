@@ -26,7 +26,10 @@ __all__ = [
     "chat_messages",
     "check_socket_origins",
     "close_socket",
+    "enter",
+    "receive",
     "say",
+    "session_of",
     "session_task",
     "sessions_held",
     "size_frames",
@@ -64,6 +67,12 @@ def wire(door: Callable[[str, Handler], Handler], steps: Mapping[str, Sequence[S
         handlers[event] = door(event, handler)
 
 
+async def receive(event: str, sid: str, *args: Any) -> Any:
+    """What the server does when socket ``sid`` sends ``event``: its whole chain runs
+    (the in-process tests drive the app so, ``testing.in_process``)."""
+    return await sio.handlers[NAMESPACE][event](sid, *args)
+
+
 async def close_socket(sid: str) -> None:
     """End the socket ``sid`` from the server (its disconnect chain runs)."""
     await sio.disconnect(sid)
@@ -94,10 +103,22 @@ def trim_chat_messages(session_id: str, keep: int) -> None:
         del messages[:-keep]
 
 
+def session_of(sid: str) -> WebsocketSession | None:
+    """The session of socket ``sid``, if it has one."""
+    session: WebsocketSession | None = WebsocketSession.get(sid)
+    return session
+
+
 def session_task(session: WebsocketSession) -> asyncio.Task[Any] | None:
     """The task Chainlit runs the session's current message in, if any."""
     task = session.current_task
     return task if isinstance(task, asyncio.Task) else None
+
+
+def enter(session: WebsocketSession) -> None:
+    """This task works for ``session``: Chainlit's context (the chat's language, its
+    user session, its emitter) is the session's from here on."""
+    init_ws_context(session)
 
 
 async def say(session: WebsocketSession, step: dict[str, Any]) -> None:

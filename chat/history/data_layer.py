@@ -88,7 +88,10 @@ class SafeDataLayer(SQLAlchemyDataLayer):
 
     async def update_thread(self, thread_id: str, *args: Any, **kwargs: Any) -> None:
         checked_id(thread_id, "thread")
-        _optional(kwargs.get("user_id"), "user")
+        new_owner = _optional(kwargs.get("user_id"), "user")
+        owner = await self._owner_of(thread_id)
+        if new_owner is not None and owner not in (None, new_owner):
+            raise HistoryAccessError("this chat is another user's")  # no chat changes hands
         if isinstance(kwargs.get("name"), str):
             kwargs["name"] = kwargs["name"][:THREAD_NAME_CHARS]
         await super().update_thread(thread_id, *args, **kwargs)
@@ -111,9 +114,16 @@ class SafeDataLayer(SQLAlchemyDataLayer):
 
     async def _author_of(self, thread_id: str) -> str | None:
         """The identifier of the chat's user (None: no such chat yet, or no user)."""
-        query = 'SELECT "userIdentifier" FROM threads WHERE "id" = :id'
+        return await self._thread_column(thread_id, "userIdentifier")
+
+    async def _owner_of(self, thread_id: str) -> str | None:
+        """The id of the chat's user (None: no such chat yet, or no user)."""
+        return await self._thread_column(thread_id, "userId")
+
+    async def _thread_column(self, thread_id: str, column: str) -> str | None:
+        query = f'SELECT "{column}" FROM threads WHERE "id" = :id'
         rows = await self.execute_sql(query=query, parameters={"id": thread_id})
-        found = rows[0]["userIdentifier"] if isinstance(rows, list) and rows else None
+        found = rows[0][column] if isinstance(rows, list) and rows else None
         return None if found is None else str(found)
 
     async def delete_step(self, step_id: str) -> None:

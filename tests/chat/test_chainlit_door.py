@@ -16,6 +16,7 @@ import chainlit
 import chainlit.auth
 import chainlit.config
 import chainlit.server
+import chainlit.socket
 import pytest
 from chainlit.chat_context import chat_contexts
 from chainlit.context import init_ws_context
@@ -123,8 +124,7 @@ def test_the_files_folder_and_the_message_handler_are_where_the_door_sets_them()
     for module in (chainlit.server, chainlit.config):
         assert hasattr(module, "FILES_DIRECTORY"), moved(f"{module.__name__}.FILES_DIRECTORY", "")
     assert hasattr(chainlit.config.config.code, "on_message"), moved("config.code.on_message", "")
-    on_message = chainlit.server.sio.handlers["/"]["client_message"]
-    assert "process_message" in names_read(on_message), moved(
+    assert "process_message" in names_read(chainlit.socket.message), moved(
         "client_message", "no longer hands the message to process_message"
     )
 
@@ -138,8 +138,9 @@ def test_the_data_layer_has_its_session_and_its_cleaning() -> None:
 
 def test_the_two_defects_the_patches_mend_are_still_there() -> None:
     """When Chainlit fixes one, this says which patch to drop."""
+    chainlits = chainlit_door.patches._GETATTR.get("chainlit", chainlit.__dict__["__getattr__"])
     with pytest.raises(KeyError):  # Chainlit#2499: fixed upstream? drop guard_module_getattr
-        chainlit.__dict__["__getattr__"]("no_such_name")
+        chainlits("no_such_name")
     for module in map(importlib.import_module, ("chainlit.message", "chainlit.step")):
         assert module.time is time or type(module.time).__name__ == "_TimeWithoutSleep", moved(
             f"{module.__name__}.time", "the module no longer imports time: drop the sleep patch"
