@@ -22,4 +22,18 @@ if [[ "${ERNIE_WORKERS:-1}" != 1 ]] && ! command -v haproxy >/dev/null 2>&1 \
 fi
 # The launcher checks the settings first: a bad one stops it there, in one line (no
 # separate `python -m engine check`, which cost every start a second import of vLLM).
-exec .venv/bin/python -m serve "$@"
+# It runs in a process group of its own (job control), and this script hands it one
+# SIGTERM for a Ctrl-C or a SIGTERM: the launcher stops the engine in order. Ctrl-C
+# reached every process of the terminal's group at once before, and vLLM's engine core,
+# signalled twice, ended before its model's worker let go of their shared memory (Python's
+# resource tracker then printed a "leaked shared_memory" warning at every stop).
+set -m  # the launcher's own process group
+.venv/bin/python -m serve "$@" &
+launcher=$!
+set +m  # and no job notices on the console
+trap 'kill -TERM "$launcher" 2>/dev/null || true' INT TERM
+wait "$launcher" || true  # a trapped signal ends a wait early: wait until it has ended
+while kill -0 "$launcher" 2>/dev/null; do wait "$launcher" || true; done
+status=0
+wait "$launcher" || status=$?
+exit "$status"

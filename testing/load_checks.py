@@ -1,6 +1,7 @@
 """The start-up checks as operators run them, at once: ``python -m engine check --load``
 twice (their engine loads overlap), sized by the memory share and with a share too small
-for vLLM's worker; and ``chainlit run app.py`` with a bad setting, which stops at start.
+for vLLM's worker; ``chainlit run app.py`` with a bad setting, which stops at start; and
+``bash scripts/start.sh --demo`` as a terminal runs it, stopped with Ctrl-C once ready.
 
 Three processes that no test watches while they run: the session starts them at
 collection, at the lowest priority (``testing.background``), so they run while the CPU
@@ -9,17 +10,21 @@ would idle, and the tests that read them (``tests/deploy``) find them done.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 from engine.model.demo import write_demo_model
 
 from .background import lowest_priority
-from .servers import ROOT, clean_environ
+from .servers import ROOT, clean_environ, free_port
 
-__all__ = ["CHECKS", "run_load_checks"]
+__all__ = ["CHECKS", "CTRL_C", "run_load_checks"]
 
 LOAD = ["-m", "engine", "check", "--load"]
 APP = ["-m", "chainlit", "run", "app.py", "--headless", "--port", "1"]  # a developer's start
@@ -32,6 +37,16 @@ CHECKS = {
 }
 
 
+CTRL_C = "start.sh, then Ctrl-C"
+# A terminal's shell runs a command with SIGINT at its default (a test runner's children may
+# inherit it ignored, and bash cannot trap a signal ignored when it starts).
+AS_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
+READY_LINE = "engine ready"
+
+
 def run_load_checks() -> dict[str, subprocess.CompletedProcess[str]]:
     """Each check's outcome, by name: both run at once on a demo model of their own."""
     with tempfile.TemporaryDirectory(prefix="ernie-load-checks-") as name:
@@ -39,6 +54,9 @@ def run_load_checks() -> dict[str, subprocess.CompletedProcess[str]]:
 
 
 def _run(folder: Path) -> dict[str, subprocess.CompletedProcess[str]]:
+    stopped: dict[str, subprocess.CompletedProcess[str]] = {}
+    start_sh = threading.Thread(target=lambda: stopped.update({CTRL_C: _ctrl_c(folder)}))
+    start_sh.start()
     model = write_demo_model(folder / "model")
     started = {
         name: subprocess.Popen(
@@ -54,7 +72,40 @@ def _run(folder: Path) -> dict[str, subprocess.CompletedProcess[str]]:
         for name, (command, extra) in CHECKS.items()
     }
     finished = {name: process.communicate(timeout=900) for name, process in started.items()}
-    return {
+    start_sh.join(timeout=900)
+    return stopped | {
         name: subprocess.CompletedProcess(process.args, process.returncode, *finished[name])
         for name, process in started.items()
     }
+
+
+def _ctrl_c(folder: Path) -> subprocess.CompletedProcess[str]:
+    """``bash scripts/start.sh --demo`` in a session of its own, as a terminal runs it,
+    and once its engine is ready a Ctrl-C: SIGINT to its whole process group. Its console
+    (stdout and stderr) is the outcome's stdout."""
+    console = folder / "start-console.log"
+    env = {"ERNIE_GPU_MEMORY_UTILIZATION": "0.08"}
+    env["ERNIE_LOG_FILE"] = str(folder / "start-full.log")
+    command = [*lowest_priority(), sys.executable, "-c", AS_A_TERMINAL, "bash"]
+    command += ["scripts/start.sh", "--demo", "--port", str(free_port())]
+    with console.open("w") as out:
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=clean_environ(**env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 600
+    while READY_LINE not in console.read_text() and process.poll() is None:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return subprocess.CompletedProcess(command, process.returncode, console.read_text(), "")

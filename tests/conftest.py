@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -208,6 +209,12 @@ def demo_app(scripted_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     with AppServer.run(env, log, nice=15) as server:
         server.wait("/", timeout_s=180)
         yield DemoApp(server, server.readyz())
+
+
+@pytest.fixture(scope="session")
+def load_checks() -> dict[str, subprocess.CompletedProcess[str]]:
+    """The start-up checks (``testing.load_checks``), started when the session collected."""
+    return dict(background.result("load checks", run_load_checks, timeout_s=1200))
 
 
 ENGINE_FIXTURES = {"engines", "vllm_server", "demo_app", "load_checks", *EARLY.values()}
