@@ -67,11 +67,18 @@ class Download:
             self._logged_at = now
             logger.info("%s", self.describe())
 
+    @property
+    def size_bytes(self) -> int:
+        """The files' size as far as known, never less than what was fetched:
+        huggingface_hub adds each file's size to its aggregated bar from its download
+        threads without a lock, and under load an addition was lost ("24.8 of 0.4 MB")."""
+        return max(self.total_bytes, self.done_bytes)
+
     def describe(self) -> str:
         mb = 1_000_000
         return (
             f"downloading the model: {self.done_bytes / mb:,.1f} of "
-            f"{self.total_bytes / mb:,.1f} MB, {self.rate / mb:,.1f} MB/s"
+            f"{self.size_bytes / mb:,.1f} MB, {self.rate / mb:,.1f} MB/s"
         )
 
 

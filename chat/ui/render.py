@@ -38,7 +38,7 @@ def loading_text(status: EngineStatus, t: Strings) -> str:
     return t(
         "downloading",
         done=f"{download.done_bytes / mb:,.1f}",
-        total=f"{download.total_bytes / mb:,.1f}",
+        total=f"{download.size_bytes / mb:,.1f}",
         rate=f"{download.rate / mb:,.1f}",
         seconds=seconds,
     )
