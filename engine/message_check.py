@@ -14,7 +14,7 @@ import re
 
 from .errors import MessageRefusedError
 
-__all__ = ["check_message", "clean_message"]
+__all__ = ["CheckedText", "check_message", "clean_message"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -30,11 +30,22 @@ def _has_visible_text(text: str) -> bool:
     return any(char.isprintable() and not char.isspace() for char in text)
 
 
-def check_message(text: str, *, max_chars: int) -> str:
+class CheckedText(str):
+    """A message that passed ``check_message``: cleaned, not empty, within the limit.
+
+    The web app checks a message once, at its front door, and passes this on; the reply
+    path takes it as it is and checks plain ``str`` (a shell's, the bench's)."""
+
+    __slots__ = ()
+
+
+def check_message(text: str, *, max_chars: int) -> CheckedText:
     """The cleaned message; ``MessageRefusedError`` when it is empty or too long."""
+    if isinstance(text, CheckedText):
+        return text
     if len(text) > max_chars:  # before any work on it
         raise MessageRefusedError("too_many_chars", len(text), max_chars)
     cleaned = clean_message(text)
     if not _has_visible_text(cleaned):
         raise MessageRefusedError("empty", 0, 1)
-    return cleaned
+    return CheckedText(cleaned)

@@ -132,7 +132,7 @@ class ChatEngine:
     ) -> Prompt:
         """The token ids the engine will see for this message (oldest turns dropped to fit)."""
         prompts = self._prompt_builder()
-        user_text = self.check_message(user_text)
+        user_text = self.check_message(user_text)  # the front door's is taken as it is
         limit = self.settings.max_message_tokens
         if limit is not None and (tokens := prompts.count_tokens(user_text)) > limit:
             raise MessageRefusedError("too_many_tokens", tokens, limit)

@@ -3,6 +3,10 @@ words, in the chat's language, before the engine is asked; the session goes on."
 
 from __future__ import annotations
 
+import pytest
+
+from engine import message_check
+from engine.message_check import CheckedText
 from testing.in_process import Page, app_on, message_payload, mock_engine
 from testing.polling import until
 
@@ -104,3 +108,19 @@ async def test_a_burst_from_one_tab_is_answered_in_order_and_gives_its_places_ba
         for n in range(3, 6):  # past the cap of 3 at once: only if each place came back
             await page.send(f"m{n}")
         assert len(page.texts()) == 6 and engine.running_requests == 0
+
+
+async def test_a_message_is_checked_once_and_the_checked_text_reaches_the_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cleaned: list[str] = []
+    clean = message_check.clean_message
+    monkeypatch.setattr(message_check, "clean_message", lambda t: cleaned.append(t) or clean(t))
+    engine = mock_engine()
+    async with app_on(engine) as app:
+        page = app.open_page()
+        await page.connect()
+        await page.send("once\r\nonly")
+        assert cleaned == ["once\r\nonly"]  # at the front door, not again in the engine
+        assert isinstance(engine.requests[0].text, CheckedText)
+        assert engine.requests[0].text == "once\nonly"
