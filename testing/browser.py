@@ -6,7 +6,6 @@ ordering and counting.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from typing import Any
 
 from playwright.async_api import Browser, Locator, Page, WebSocket, expect
 
+from .polling import until
 from .servers import ROOT
 
 __all__ = ["CHROMIUM", "CHROMIUM_ARGS", "STATS_LINE", "Chat", "screenshot_path"]
@@ -57,11 +57,7 @@ class Chat:
         return chat
 
     async def wait_for(self, name: str, since: int = 0, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not self.named(name, since):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no {name!r} event in {timeout_s} s")
-            await asyncio.sleep(0.02)
+        await until(lambda: self.named(name, since), timeout_s, f"{name!r} event", interval_s=0.02)
 
     async def bold_texts(self, message: Locator) -> list[str]:
         """Texts rendered bold in ``message`` (Chainlit renders ** as a bold span)."""

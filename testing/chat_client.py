@@ -285,16 +285,20 @@ class ChatClient:
 
 async def wait_ready(url: str, timeout_s: float) -> dict[str, Any]:
     """Poll ``/readyz`` until 200 (its body), or fail with the app's reason."""
-    deadline = time.monotonic() + timeout_s
+
+    async def ready(client: httpx.AsyncClient) -> dict[str, Any] | None:
+        # ValueError: a proxy's own page while its workers restart (not the app's JSON)
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            response = await client.get(f"{url}/readyz")
+            body: dict[str, Any] = response.json()
+            if response.status_code == 200:
+                return body
+            if body.get("state") == "failed":
+                raise RuntimeError(f"engine failed: {body.get('reason')}")
+        return None
+
     async with httpx.AsyncClient(timeout=5) as client:
-        while time.monotonic() < deadline:
-            # ValueError: a proxy's own page while its workers restart (not the app's JSON)
-            with contextlib.suppress(httpx.HTTPError, ValueError):
-                response = await client.get(f"{url}/readyz")
-                body: dict[str, Any] = response.json()
-                if response.status_code == 200:
-                    return body
-                if body.get("state") == "failed":
-                    raise RuntimeError(f"engine failed: {body.get('reason')}")
-            await asyncio.sleep(0.5)
-    raise TimeoutError(f"{url} not ready after {timeout_s} s")
+        found: dict[str, Any] = await until(
+            lambda: ready(client), timeout_s, f"ready {url}", interval_s=0.5
+        )
+    return found

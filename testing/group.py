@@ -19,7 +19,6 @@ Usage::
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import httpx
 
 from .demo import DEMO_APP_ENV
 from .hub import HubServer
+from .polling import until_sync
 from .servers import AppServer, probe
 
 __all__ = ["CHATS", "CONNECTIONS", "GROUP_ENV", "REPLIES", "StartingGroup", "group_started"]
@@ -79,10 +79,17 @@ def group_started(
 
 
 def _first_answer(server: AppServer) -> httpx.Response:
-    deadline = time.monotonic() + FIRST_ANSWER_S
+    def answer(client: httpx.Client) -> httpx.Response | None:
+        assert server.process.poll() is None, f"{server.url}: {server.log.read_text()[-2000:]}"
+        with contextlib.suppress(httpx.HTTPError):
+            return client.get(server.url)
+        return None
+
     with probe() as client:
-        while time.monotonic() < deadline and server.process.poll() is None:
-            with contextlib.suppress(httpx.HTTPError):
-                return client.get(server.url)
-            time.sleep(0.1)
-    raise AssertionError(f"nothing answered on {server.url}: {server.log.read_text()[-2000:]}")
+        response: httpx.Response = until_sync(
+            lambda: answer(client),
+            FIRST_ANSWER_S,
+            lambda: f"answer on {server.url}: {server.log.read_text()[-2000:]}",
+            interval_s=0.1,
+        )
+    return response

@@ -18,7 +18,6 @@ import contextlib
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 from chat.access.users import add_user
 
 from .accounts import PASSWORD
+from .polling import until_sync
 from .servers import AppServer, free_port
 
 __all__ = ["HISTORY_SECRET", "HISTORY_USERS", "HistoryApp", "history_app", "postgres_server"]
@@ -62,11 +62,12 @@ def postgres_server() -> Iterator[str]:
     )
     ready = [str(bin_dir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)]
     try:
-        deadline = time.monotonic() + 60
-        while subprocess.run(ready, capture_output=True).returncode != 0:
+
+        def accepting() -> bool:
             assert server.poll() is None, "PostgreSQL exited at start"
-            assert time.monotonic() < deadline, "PostgreSQL not ready after 60 s"
-            time.sleep(0.3)
+            return subprocess.run(ready, capture_output=True).returncode == 0
+
+        until_sync(accepting, 60, "PostgreSQL ready", interval_s=0.3)
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
         server.terminate()

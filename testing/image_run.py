@@ -20,7 +20,6 @@ import contextlib
 import os
 import shutil
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from chat.access.users import add_user
 
 from . import background
 from .images import Container, build_test_image, image_config
+from .polling import until_sync
 from .servers import free_port, probe
 
 __all__ = ["BUILD_S", "ENV", "PASSWORD", "FirstStart", "first_start", "started", "wait_ready"]
@@ -82,14 +82,20 @@ def started(
 def wait_ready(box: Container, url: str, log: Path, timeout_s: float = 300) -> None:
     """Until the container's ``/readyz`` says ready; AssertionError with its console's end
     if it exits or the time runs out."""
-    deadline = time.monotonic() + timeout_s
+
+    def ready(client: httpx.Client) -> bool:
+        assert box.process.poll() is None, f"the container exited:\n{log.read_text()[-3000:]}"
+        with contextlib.suppress(httpx.HTTPError):
+            return client.get(f"{url}/readyz", timeout=2).status_code == 200
+        return False
+
     with probe() as client:
-        while time.monotonic() < deadline and box.process.poll() is None:
-            with contextlib.suppress(httpx.HTTPError):
-                if client.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    return
-            time.sleep(1)
-    raise AssertionError(f"the container never got ready:\n{log.read_text()[-3000:]}")
+        until_sync(
+            lambda: ready(client),
+            timeout_s,
+            lambda: f"ready container:\n{log.read_text()[-3000:]}",
+            interval_s=1,
+        )
 
 
 class FirstStart:

@@ -10,18 +10,19 @@ would idle, and the tests that read them (``tests/deploy``) find them done.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 from engine.model.demo import write_demo_model
 
 from .background import lowest_priority
+from .polling import until_sync
 from .servers import ROOT, clean_environ, free_port
 
 __all__ = ["CHECKS", "CTRL_C", "run_load_checks"]
@@ -97,11 +98,12 @@ def _ctrl_c(folder: Path) -> subprocess.CompletedProcess[str]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    deadline = time.monotonic() + 600
-    while READY_LINE not in console.read_text() and process.poll() is None:
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+
+    def ready_or_ended() -> bool:
+        return READY_LINE in console.read_text() or process.poll() is not None
+
+    with contextlib.suppress(AssertionError):  # not ready: its console says why
+        until_sync(ready_or_ended, 600, "engine ready", interval_s=0.5)
     os.killpg(process.pid, signal.SIGINT)
     try:
         process.wait(timeout=120)

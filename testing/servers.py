@@ -17,7 +17,6 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from serve import ports as serve_ports
 from serve.proxy import SOCKET, ask
 
 from .background import environ
-from .polling import until
+from .polling import until, until_sync
 
 __all__ = ["ROOT", "AppServer", "Server", "free_port", "openai_server", "probe", "serve_flags"]
 
@@ -121,17 +120,17 @@ class Server:
             server.stop()
 
     def wait(self, path: str, timeout_s: float) -> None:
-        """Until ``path`` answers 200 (the process must stay alive meanwhile)."""
-        deadline = time.monotonic() + timeout_s
+        """Until ``path`` answers 200 (RuntimeError if the process exits meanwhile)."""
+
+        def answers(client: httpx.Client) -> bool:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.log.name} exited: {self.log.read_text()[-2000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                return client.get(f"{self.url}{path}").status_code == 200
+            return False
+
         with probe() as client:
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"{self.log.name} exited: {self.log.read_text()[-2000:]}")
-                with contextlib.suppress(httpx.HTTPError):
-                    if client.get(f"{self.url}{path}").status_code == 200:
-                        return
-                time.sleep(0.2)
-        raise TimeoutError(f"{self.url}{path} not ready after {timeout_s} s")
+            until_sync(lambda: answers(client), timeout_s, f"answer from {self.url}{path}")
 
     def stop(self) -> None:
         with contextlib.suppress(ProcessLookupError):

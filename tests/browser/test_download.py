@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from playwright.async_api import Browser, expect
 from testing.browser import Chat, screenshot_path
 from testing.demo import APP_ENV
 from testing.hub import HubServer
-from testing.polling import until
+from testing.polling import until, until_sync
 from testing.servers import AppServer
 
 pytestmark = pytest.mark.engine
@@ -63,11 +62,11 @@ def test_a_download_that_stops_ends_in_one_line_and_a_restart_fetches_the_rest(
     with HubServer.run(demo_model, REPO, cut_at=weights // 3) as hub:
         with AppServer.run(hub_env(hub, cache), tmp_path / "cut.log") as app:
             app.wait("/healthz", 120)
-            code, body = app.readyz()
-            deadline = time.monotonic() + 120  # huggingface_hub retries 5 times, 1 s apart
-            while body["state"] == "loading" and time.monotonic() < deadline:
-                time.sleep(0.5)
-                code, body = app.readyz()
+            # huggingface_hub retries 5 times, 1 s apart
+            settled = until_sync(
+                lambda: (a := app.readyz())[1]["state"] != "loading" and a, 120, "end of loading"
+            )
+            code, body = settled
             assert code == 503 and body["state"] == "failed", body
             reason = str(body["reason"])
             assert reason.startswith(f"downloading {REPO} from {hub.url} stopped"), reason

@@ -5,8 +5,8 @@ from __future__ import annotations
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from testing.accounts import OPS_TOKEN, forwarded
 from testing.engines import DemoApp
+from testing.polling import until_sync
 from testing.servers import ROOT, AppServer
 
 pytestmark = pytest.mark.engine
@@ -32,12 +33,12 @@ def test_readyz_is_503_while_loading_then_200_with_the_capacity(demo_app: DemoAp
     assert body["state"] == "loading" and body["elapsed_s"] >= 0
     code, body = server.readyz()
 
-    deadline = time.monotonic() + 300
-    while code != 200:
-        assert time.monotonic() < deadline, body
-        assert body["state"] == "loading", body
-        time.sleep(0.5)
-        code, body = server.readyz()
+    def ready() -> tuple[int, dict[str, Any]] | None:
+        answer = server.readyz()
+        assert answer[0] == 200 or answer[1]["state"] == "loading", answer
+        return answer if answer[0] == 200 else None
+
+    code, body = until_sync(ready, 300, "ready engine", interval_s=0.5)
 
     capacity = body["capacity"]
     assert body["state"] == "ready" and body["running_requests"] == 0

@@ -25,15 +25,13 @@ from engine import (
 from engine.sampling import build_sampling_params
 from testing.demo import hermetic_settings
 from testing.engines import RunningEngine, collect, text_of
+from testing.polling import until
 
 pytestmark = pytest.mark.engine
 
 
 async def wait_idle(engine: ChatEngine, within_s: float = 1.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within_s
-    while engine.running_requests and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.01)
-    assert engine.running_requests == 0
+    await until(lambda: engine.running_requests == 0, within_s, "idle engine", interval_s=0.01)
 
 
 async def test_loads_in_the_background_then_is_ready(running: RunningEngine) -> None:
