@@ -291,14 +291,10 @@ async def wait_ready(url: str, timeout_s: float) -> dict[str, Any]:
         with contextlib.suppress(httpx.HTTPError, ValueError):
             response = await client.get(f"{url}/readyz")
             body: dict[str, Any] = response.json()
-            if response.status_code == 200:
-                return body
             if body.get("state") == "failed":
                 raise RuntimeError(f"engine failed: {body.get('reason')}")
+            return body if response.status_code == 200 else None
         return None
 
     async with httpx.AsyncClient(timeout=5) as client:
-        found: dict[str, Any] = await until(
-            lambda: ready(client), timeout_s, f"ready {url}", interval_s=0.5
-        )
-    return found
+        return dict(await until(lambda: ready(client), timeout_s, f"ready {url}", interval_s=0.5))

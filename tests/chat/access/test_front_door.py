@@ -79,6 +79,7 @@ async def attack(url: str, session_id: str, headers: dict[str, str]) -> bool:
     return True
 
 
+@pytest.mark.engine  # the apps on the session's vllm serve, named by parameter
 @pytest.mark.parametrize("app_name", ["open_app", "signed_app", "signed_group"])
 async def test_a_session_id_that_names_a_folder_is_refused_and_deletes_nothing(
     request: pytest.FixtureRequest, app_name: str, tmp_path: Path

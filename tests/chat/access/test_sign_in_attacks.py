@@ -36,6 +36,7 @@ async def burst(url: str, name: str, address: str) -> list[int]:
     return list(await asyncio.gather(*tries))
 
 
+@pytest.mark.engine  # the apps on the session's vllm serve, named by parameter
 @pytest.mark.parametrize("app_name", ["signed_app", "signed_group"])
 async def test_guesses_sent_at_once_are_each_counted_before_they_are_checked(
     request: pytest.FixtureRequest, app_name: str
