@@ -68,6 +68,11 @@ class ChatClient(Protocol):
         ...
 
     @property
+    def context_tokens(self) -> int:
+        """The model's context: the longest prompt plus reply (once ready)."""
+        ...
+
+    @property
     def running_requests(self) -> int:
         """Replies the engine holds now."""
         ...

@@ -32,6 +32,7 @@ from .supervisor import EngineState, EngineStatus
 
 __all__ = ["MockEngine", "MockModel", "MockRequest", "echo"]
 
+DEFAULT_CONTEXT = 16_384  # the balanced profile's
 Reply = Callable[[Sequence[Turn], str], str | Sequence[str]] | str | Sequence[str]
 
 
@@ -92,6 +93,10 @@ class MockEngine:
         self._running: dict[str, asyncio.Event] = {}  # request id -> its abort
         self._next_error: EngineError | None = None
         self._loader: asyncio.Task[None] | None = None
+
+    @property
+    def context_tokens(self) -> int:
+        return self.settings.max_model_len or DEFAULT_CONTEXT
 
     @property
     def running_requests(self) -> int:
@@ -180,7 +185,8 @@ class MockEngine:
                 if reason == "length":
                     break
             request.finish_reason = reason
-            stats = ReplyStats(len(text), sent, 0.0, time.monotonic() - started)
+            prompt = len(text) + sum(len(turn.content) for turn in history)  # a char a token
+            stats = ReplyStats(prompt, sent, 0.0, time.monotonic() - started)
             yield ReplyEnd(reason, stats)
         finally:
             self._running.pop(request_id, None)

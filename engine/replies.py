@@ -98,6 +98,10 @@ class ChatEngine:
         return self.supervisor.capacity
 
     @property
+    def context_tokens(self) -> int:
+        return self.backend.max_model_len
+
+    @property
     def running_requests(self) -> int:
         return self.supervisor.running_requests
 
@@ -148,7 +152,7 @@ class ChatEngine:
 
     def _prompt_builder(self) -> PromptBuilder:
         """The model's prompt builder for the context the backend serves (made once)."""
-        tokenizer, length = self.model.tokenizer, self.backend.max_model_len
+        tokenizer, length = self.model.tokenizer, self.context_tokens
         built = self._prompts
         if built is None or built.tokenizer is not tokenizer or built.max_model_len != length:
             built = self._prompts = PromptBuilder(tokenizer, max_model_len=length)

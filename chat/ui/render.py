@@ -25,7 +25,7 @@ from .i18n import Strings
 from .markdown import fix_cjk_emphasis
 from .panel import PanelValueError
 
-__all__ = ["engine_notes", "error_text", "final_reply", "footer", "loading_text"]
+__all__ = ["context_note", "engine_notes", "error_text", "final_reply", "footer", "loading_text"]
 
 
 def loading_text(status: EngineStatus, t: Strings) -> str:
@@ -56,9 +56,33 @@ def engine_notes(status: EngineStatus, t: Strings, *, loaded_now: bool, demo: bo
     return notes
 
 
-def footer(end: ReplyEnd | None, t: Strings, *, reply_budget: int, lost: bool = False) -> str:
+NEAR_LIMIT = 0.8  # of the prompt's room: from here a chat is told its oldest turns will go
+
+
+def context_note(end: ReplyEnd, t: Strings, *, context: int, reply_budget: int) -> str:
+    """How much of the model's context the chat fills after this reply (its prompt and
+    reply, counted with the real tokenizer and chat template): a meter, or a warning once
+    the next prompts near the room left beside a reply (past it, old turns are left out)."""
+    used = end.stats.prompt_tokens + end.stats.reply_tokens
+    room = max(context - reply_budget, 1)
+    if used >= NEAR_LIMIT * room:
+        return t(
+            "context_near_limit", percent=min(100, round(100 * used / room)), used=used, room=room
+        )
+    return t("context", used=used, limit=context, percent=round(100 * used / context))
+
+
+def footer(
+    end: ReplyEnd | None,
+    t: Strings,
+    *,
+    reply_budget: int,
+    lost: bool = False,
+    context: int | None = None,
+) -> str:
     """Notes on how the reply ended, and its stats, as a small italic line (``lost``: it
-    was stopped because the chat's connection dropped)."""
+    was stopped because the chat's connection dropped; ``context``: the model's context in
+    tokens, for the meter)."""
     if end is None:
         return ""
     notes = []
@@ -78,14 +102,23 @@ def footer(end: ReplyEnd | None, t: Strings, *, reply_budget: int, lost: bool = 
             prompt=stats.prompt_tokens,
         )
     )
+    if context:
+        notes.append(context_note(end, t, context=context, reply_budget=reply_budget))
     return "\n\n" + "\n".join(f"*{note}*  " for note in notes)
 
 
 def final_reply(
-    text: str, end: ReplyEnd | None, t: Strings, *, reply_budget: int, lost: bool = False
+    text: str,
+    end: ReplyEnd | None,
+    t: Strings,
+    *,
+    reply_budget: int,
+    lost: bool = False,
+    context: int | None = None,
 ) -> str:
     """The reply as it stays in the chat: emphasis that renders, then its footer."""
-    return fix_cjk_emphasis(text) + footer(end, t, reply_budget=reply_budget, lost=lost)
+    notes = footer(end, t, reply_budget=reply_budget, lost=lost, context=context)
+    return fix_cjk_emphasis(text) + notes
 
 
 def error_text(exc: Exception, t: Strings) -> str | None:

@@ -100,7 +100,8 @@ async def stream_reply(
     # Sent to a socket that is gone: shown on its return. Asked before and after sending,
     # as the socket may come back (or go) while the final form is on its way.
     _keep_if_dropped(reply)
-    await _finish(reply, thinking, end, options.reply_budget(engine.settings), lost=lost)
+    budget = options.reply_budget(engine.settings)
+    await _finish(reply, thinking, end, (budget, engine.context_tokens), lost=lost)
     _keep_if_dropped(reply)
 
 
@@ -110,16 +111,25 @@ def _keep_if_dropped(reply: cl.Message) -> None:
 
 
 async def _finish(
-    reply: cl.Message, thinking: cl.Message, end: ReplyEnd | None, budget: int, *, lost: bool
+    reply: cl.Message,
+    thinking: cl.Message,
+    end: ReplyEnd | None,
+    sizes: tuple[int, int],
+    *,
+    lost: bool,
 ) -> None:
-    """The reply's last form: a note when the model wrote no text, then the footer."""
+    """The reply's last form: a note when the model wrote no text, then the footer
+    (``sizes``: the reply's budget and the model's context, in tokens)."""
     if not reply.streaming:
         await _hide(thinking)
         if end is not None and end.finish_reason != "abort":
             # The model wrote only tokens without text (special ones): say so.
             await reply.stream_token(t("no_text"))
     strings = chat_strings()
-    reply.content = final_reply(reply.content, end, strings, reply_budget=budget, lost=lost)
+    budget, context = sizes
+    reply.content = final_reply(
+        reply.content, end, strings, reply_budget=budget, lost=lost, context=context
+    )
     await reply.send()
 
 

@@ -92,8 +92,12 @@ async def test_settings_panel_sets_max_tokens_for_the_next_reply(
     await chat.set_max_tokens(64)
     await chat.send("短一点")
     text = await (await chat.reply_after(1)).inner_text()
-    assert stats_of(text)["tokens"] == 64
+    stats = stats_of(text)
+    assert stats["tokens"] == 64
     assert "cut at the limit of 64 tokens" in text
+    # the context meter: the prompt (the real tokenizer and chat template) and the reply
+    used = int(stats["prompt"] + stats["tokens"])
+    assert f"context {used:,} of 16,384 tokens ({round(100 * used / 16384)}%)" in text, text
     await chat.page.screenshot(path=screenshot_path("chat-en.png"))
     await chat.close()
 
@@ -191,6 +195,7 @@ async def test_chinese_browser_gets_chinese_strings(
     await chat.send("你好")
     reply = await chat.assistant().filter(has_text="个词元").first.inner_text(timeout=60_000)
     assert "首词元" in reply and "回复已在" in reply
+    assert re.search(r"上下文 [\d,]+ / 16,384 个词元（\d+%）", reply), reply
     await chat.page.screenshot(path=screenshot_path("chat-zh-CN.png"))
     await chat.close()
 

@@ -15,7 +15,7 @@ from chat.access.limits import LimitExceededError
 from chat.errors import MalformedMessageError
 from chat.ui import i18n
 from chat.ui.i18n import Strings, strings_for
-from chat.ui.render import engine_notes, error_text, final_reply, footer
+from chat.ui.render import context_note, engine_notes, error_text, final_reply, footer
 from engine import (
     EngineFailedError,
     EngineRestartingError,
@@ -94,8 +94,16 @@ def test_engine_notes(t: Strings) -> None:
     assert engine_notes(failed, t, loaded_now=True, demo=False) == [t("failed", reason="no model")]
 
 
-def end(reason: str, *, dropped: int = 0, ttft: float | None = 0.021) -> ReplyEnd:
-    return ReplyEnd(reason, ReplyStats(30, 64, ttft, 1.021), dropped)  # type: ignore[arg-type]
+def end(
+    reason: str,
+    *,
+    dropped: int = 0,
+    ttft: float | None = 0.021,
+    prompt: int = 30,
+    tokens: int = 64,
+) -> ReplyEnd:
+    stats = ReplyStats(prompt, tokens, ttft, 1.021)
+    return ReplyEnd(reason, stats, dropped)  # type: ignore[arg-type]
 
 
 def test_footer_notes_how_the_reply_ended_and_its_stats(t: Strings) -> None:
@@ -139,3 +147,20 @@ def test_an_unexpected_error_has_no_words_of_its_own(t: Strings) -> None:
     """chat.ui.failures reports it and answers with its reference, never the error's text."""
     assert error_text(KeyError("a bug"), t) is None
     assert "a1b2c3d4" in t("unexpected_error", reference="a1b2c3d4")
+
+
+def test_the_context_meter_and_its_warning_in_both_languages() -> None:
+    for language in ("en-US", "zh-CN"):
+        t = strings_for(language)
+        meter = context_note(
+            end("stop", prompt=1000, tokens=200), t, context=4096, reply_budget=1024
+        )
+        assert meter == t("context", used=1200, limit=4096, percent=29)
+        near = context_note(
+            end("stop", prompt=2300, tokens=200), t, context=4096, reply_budget=1024
+        )
+        assert near == t("context_near_limit", percent=81, used=2500, room=3072)
+        full = context_note(
+            end("stop", prompt=3000, tokens=900), t, context=4096, reply_budget=1024
+        )
+        assert "100%" in full

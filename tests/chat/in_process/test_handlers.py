@@ -123,3 +123,28 @@ async def test_two_tabs_from_two_addresses_get_their_own_replies_at_once() -> No
         await asyncio.gather(*(page.send(f"from {n}") for n, page in enumerate(pages)))
         for n, page in enumerate(pages):
             assert [t.split("\n")[0] for t in page.texts()] == [f"echo (0 turns before): from {n}"]
+
+
+async def test_each_reply_shows_how_much_of_the_context_the_chat_fills() -> None:
+    engine = mock_engine("r" * 100, max_model_len=2048, max_tokens=512, reply_tokens=256)
+    async with app_on(engine) as app:
+        page = app.open_page()
+        await page.connect()
+        await page.send("q" * 100)
+        first = await page.wait_for_text("context 200 of 2,048 tokens (10%)")
+        assert "will soon be left out" not in first
+
+
+async def test_a_chat_near_the_context_is_warned_before_old_messages_go_in_chinese() -> None:
+    # room for a prompt: 2,048 - 256 = 1,792 tokens; warned from 80 % of it (1,434)
+    engine = mock_engine("r" * 250, max_model_len=2048, max_tokens=512, reply_tokens=256)
+    async with app_on(engine) as app:
+        page = app.open_page(language="zh-CN")
+        await page.connect()
+        await page.send("q" * 300)  # 550 of 1,792: the meter only
+        await page.send("q" * 300)  # 1,100: the meter only
+        assert all("很快会省略最早的消息" not in text for text in page.texts())
+        assert "上下文 1,100 / 2,048 个词元（54%）" in page.texts()[-1]
+        await page.send("q" * 300)  # 1,650: warned
+        warned = await page.wait_for_text("很快会省略最早的消息")
+        assert "92%（1,650 / 1,792 个词元）" in warned
