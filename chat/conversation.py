@@ -83,6 +83,12 @@ class Conversation:
             turns += [Turn("user", exchange.user_text), Turn("assistant", exchange.reply_text)]
         return turns
 
+    def last(self) -> tuple[str, str] | None:
+        """The last exchange's message id and the user's text (None: no exchange yet)."""
+        if not self._exchanges:
+            return None
+        return self._exchanges[-1].message_id, self._exchanges[-1].user_text
+
     def rewind_to(self, message_id: str) -> int:
         """Drop the exchange of ``message_id`` and every later one; return how many."""
         for index, exchange in enumerate(self._exchanges):

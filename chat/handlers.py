@@ -12,21 +12,25 @@ reports what it did not expect (``chat.ui.failures``).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import chainlit as cl
+from chainlit.session import WebsocketSession
 from chainlit.types import ThreadDict
 
 from engine import ChatOptions, EngineFailedError, EngineRestartingError, MessageRefusedError
 
 from . import lifecycle, metrics
-from .chainlit_door import answer_messages, trim_chat_messages
+from .access.admission import visitor
+from .access.limits import LimitExceededError
+from .chainlit_door import answer_messages, run_as_task, trim_chat_messages
 from .conversation import Conversation
 from .runtime import runtime
 from .ui.failures import reported, send_error
 from .ui.i18n import DEFAULT_LANGUAGE, strings_for, t
 from .ui.panel import PanelValueError, options_from
-from .ui.streaming import announce_engine, stream_reply
+from .ui.streaming import REGENERATE, announce_engine, stream_reply
 
 __all__ = ["reconnected", "resume_chat"]
 
@@ -106,6 +110,33 @@ async def answer(message: cl.Message) -> None:
 
 
 answer_messages(answer)  # as @cl.on_message, without its step (chat.chainlit_door)
+
+
+@cl.action_callback(REGENERATE)
+@reported
+async def regenerate(_: cl.Action) -> None:
+    """The button under the last reply: that turn answered again, as a message's reply
+    runs (the stop button stops it), the old reply gone from the chat and the history.
+    The button's payload is the page's: the session's own record says what to answer."""
+    reply: cl.Message | None = cl.user_session.get("last_reply")
+    conversation, rt = this_chat(), runtime()
+    last = conversation.last()
+    if reply is None or last is None or cl.user_session.get("request_id"):
+        return  # nothing answered yet, or a reply is being written
+    session, now = cl.context.session, time.monotonic()
+    assert isinstance(session, WebsocketSession)  # a button of a chat's socket
+    who = visitor(session, rt.trust)
+    try:
+        rt.limits.admit(who, now=now)  # a reply as any other: the visitor's limits hold
+    except LimitExceededError as exc:
+        await send_error(exc)
+        return
+    cl.user_session.set("last_reply", None)
+    await reply.remove()
+    message_id, text = last
+    conversation.rewind_to(message_id)
+    task = run_as_task(session, answer_when_ready(message_id, text, conversation))
+    task.add_done_callback(lambda _: rt.limits.done(who))
 
 
 async def answer_when_ready(message_id: str, text: str, conversation: Conversation) -> None:

@@ -127,6 +127,25 @@ class Page:
                 steps.pop(data["id"], None)
         return [s for s in steps.values() if kind is None or s.get("type") == kind]
 
+    def buttons(self) -> dict[str, dict[str, Any]]:
+        """The actions on the page now, by id (sent, not removed)."""
+        shown: dict[str, dict[str, Any]] = {}
+        for event, data in self.events:
+            if event == "action":
+                shown[data["id"]] = data
+            elif event == "remove_action":
+                shown.pop(data["id"], None)
+        live = {step["id"] for step in self.shown()}
+        return {key: a for key, a in shown.items() if a.get("forId") in live}
+
+    async def click(self, name: str) -> Any:
+        """The page's button ``name`` clicked (``POST /project/action``), then settled."""
+        (action,) = [a for a in self.buttons().values() if a["name"] == name]
+        clicked = chainlit_door.run_action(self.session.id, action)
+        result = await asyncio.create_task(clicked, context=contextvars.Context())
+        await self.settled()
+        return result
+
     def texts(self, kind: str = "assistant_message") -> list[str]:
         return [str(step.get("output", "")) for step in self.shown(kind)]
 

@@ -27,6 +27,7 @@ __all__ = [
     "check_sign_ins",
     "private_files_folder",
     "put_routes_first",
+    "run_action",
     "set_cors_origins",
     "sql_rows",
     "using_data_layer",
@@ -85,6 +86,17 @@ def app_handles(callback: str) -> bool:
     """Whether the app registered Chainlit's ``callback`` (``on_window_message``,
     ``action_callbacks``, ...): a feature it lacks is refused at the doors."""
     return bool(getattr(config.code, callback))
+
+
+async def run_action(session_id: str, action: dict[str, Any]) -> Any:
+    """What Chainlit's ``POST /project/action`` does for ``action`` of a session: its
+    callback, in the session's context (the in-process tests click buttons so)."""
+    from chainlit.action import Action
+    from chainlit.context import init_ws_context
+    from chainlit.session import WebsocketSession
+
+    init_ws_context(WebsocketSession.get_by_id(session_id))
+    return await config.code.action_callbacks[action["name"]](Action(**action))
 
 
 def answer_messages(handler: Callable[[Any], Awaitable[None]]) -> None:

@@ -11,7 +11,7 @@ from them, never around an earlier chain. A step named for an event Chainlit doe
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from chainlit.chat_context import chat_contexts
@@ -28,6 +28,7 @@ __all__ = [
     "close_socket",
     "enter",
     "receive",
+    "run_as_task",
     "say",
     "session_of",
     "session_task",
@@ -128,6 +129,23 @@ async def say(session: WebsocketSession, step: dict[str, Any]) -> None:
     await emitter.task_start()
     await emitter.send_step(step)  # type: ignore[arg-type]
     await emitter.task_end()
+
+
+def run_as_task(session: WebsocketSession, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    """``work`` as the session's current task, as Chainlit runs a message's handler: the
+    page shows it running (its stop button cancels it) until it ends."""
+    emitter = init_ws_context(session).emitter
+
+    async def run() -> None:
+        await emitter.task_start()
+        try:
+            await work
+        finally:
+            await emitter.task_end()
+
+    task = asyncio.create_task(run())
+    session.current_task = task
+    return task
 
 
 def sessions_held() -> int:

@@ -27,9 +27,10 @@ from .i18n import chat_strings, t
 from .panel import send_settings_panel
 from .render import engine_notes, final_reply, loading_text
 
-__all__ = ["announce_engine", "stream_reply"]
+__all__ = ["REGENERATE", "announce_engine", "stream_reply"]
 
 LOADING_REFRESH_S = 1.0
+REGENERATE = "regenerate"  # the action under the last reply (chat.handlers.regenerate)
 
 
 async def announce_engine(engine: ChatClient) -> None:
@@ -130,7 +131,27 @@ async def _finish(
     reply.content = final_reply(
         reply.content, end, strings, reply_budget=budget, lost=lost, context=context
     )
+    reply.actions = [
+        cl.Action(
+            name=REGENERATE,
+            payload={},
+            label=t("regenerate"),
+            tooltip=t("regenerate_tooltip"),
+            icon="refresh-cw",
+        )
+    ]
     await reply.send()
+    await _last_reply_is(reply)
+
+
+async def _last_reply_is(reply: cl.Message) -> None:
+    """``reply`` is the one a regenerate answers again: the one before loses its button."""
+    before: cl.Message | None = cl.user_session.get("last_reply")
+    cl.user_session.set("last_reply", reply)
+    if before is not None and before is not reply:
+        for action in before.actions:
+            await action.remove()
+        before.actions = []
 
 
 async def _show(notice: cl.Message) -> None:
