@@ -50,6 +50,8 @@ def missing(cited: str) -> str | None:
     """Why ``cited`` names nothing in the tree (None: it does)."""
     if match := PATH.match(cited):
         file, name = ROOT / match.group(1), match.group(2)
+        if match.group(1).startswith("../"):
+            return None  # beside the checkout (shared/): not the tree's to vouch for
         if "/" not in match.group(1) and not file.exists():
             return None  # a bare file name (``bench.json``) is not a path in the tree
         if not file.exists():

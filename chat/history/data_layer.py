@@ -19,8 +19,11 @@ Usage::
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from chainlit.context import context_var
@@ -99,8 +102,32 @@ class SafeDataLayer(SQLAlchemyDataLayer):
     async def delete_thread(self, thread_id: str) -> None:
         await super().delete_thread(checked_id(thread_id, "thread"))
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Chainlit writes and deletes steps in tasks it does not wait for: a delete right
+        # after a write (a regenerated reply) overtook the write, and the step came back.
+        # Each step's writes and delete take their turns in the order they began.
+        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def _turn_of(self, step: str) -> AsyncIterator[None]:
+        lock, users = self._turns.get(step, (asyncio.Lock(), 0))
+        self._turns[step] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._turns[step]
+            if users == 1:
+                del self._turns[step]
+            else:
+                self._turns[step] = (lock, users - 1)
+
     async def create_step(self, step_dict: Any) -> None:
-        checked_id(step_dict.get("id"), "step")
+        async with self._turn_of(checked_id(step_dict.get("id"), "step")):
+            await self._create_step(step_dict)
+
+    async def _create_step(self, step_dict: Any) -> None:
         thread = checked_id(step_dict.get("threadId"), "thread")
         _optional(step_dict.get("parentId"), "step")
         # A message's id is the client's choice: it may not take over another chat's step,
@@ -127,7 +154,8 @@ class SafeDataLayer(SQLAlchemyDataLayer):
         return None if found is None else str(found)
 
     async def delete_step(self, step_id: str) -> None:
-        await super().delete_step(checked_id(step_id, "step"))
+        async with self._turn_of(checked_id(step_id, "step")):
+            await super().delete_step(step_id)
 
     async def get_step(self, step_id: str) -> Any:
         return await super().get_step(checked_id(step_id, "step"))

@@ -7,6 +7,7 @@ language (``chat.ui.i18n``) and returns text, so every word a user reads is unit
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from engine import (
     EngineFailedError,
@@ -25,7 +26,15 @@ from .i18n import Strings
 from .markdown import fix_cjk_emphasis
 from .panel import PanelValueError
 
-__all__ = ["context_note", "engine_notes", "error_text", "final_reply", "footer", "loading_text"]
+__all__ = [
+    "context_note",
+    "engine_notes",
+    "error_text",
+    "final_reply",
+    "footer",
+    "footer_notes",
+    "loading_text",
+]
 
 
 def loading_text(status: EngineStatus, t: Strings) -> str:
@@ -72,19 +81,18 @@ def context_note(end: ReplyEnd, t: Strings, *, context: int, reply_budget: int) 
     return t("context", used=used, limit=context, percent=round(100 * used / context))
 
 
-def footer(
+def footer_notes(
     end: ReplyEnd | None,
     t: Strings,
     *,
     reply_budget: int,
     lost: bool = False,
     context: int | None = None,
-) -> str:
-    """Notes on how the reply ended, and its stats, as a small italic line (``lost``: it
-    was stopped because the chat's connection dropped; ``context``: the model's context in
-    tokens, for the meter)."""
+) -> list[str]:
+    """Notes on how the reply ended, and its stats (``lost``: it was stopped because the
+    chat's connection dropped; ``context``: the model's context in tokens, for the meter)."""
     if end is None:
-        return ""
+        return []
     notes = []
     if end.finish_reason == "length":
         notes.append(t("cut_by_length", max_tokens=reply_budget))
@@ -104,7 +112,13 @@ def footer(
     )
     if context:
         notes.append(context_note(end, t, context=context, reply_budget=reply_budget))
-    return "\n\n" + "\n".join(f"*{note}*  " for note in notes)
+    return notes
+
+
+def footer(end: ReplyEnd | None, t: Strings, **sizes: Any) -> str:
+    """``footer_notes`` as the reply's last lines, small and italic."""
+    notes = footer_notes(end, t, **sizes)
+    return "\n\n" + "\n".join(f"*{note}*  " for note in notes) if notes else ""
 
 
 def final_reply(

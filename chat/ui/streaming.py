@@ -25,12 +25,13 @@ from ..conversation import Conversation
 from .failures import send_error
 from .i18n import chat_strings, t
 from .panel import send_settings_panel
-from .render import engine_notes, final_reply, loading_text
+from .render import engine_notes, final_reply, footer_notes, loading_text
 
 __all__ = ["REGENERATE", "announce_engine", "stream_reply"]
 
 LOADING_REFRESH_S = 1.0
 REGENERATE = "regenerate"  # the action under the last reply (chat.handlers.regenerate)
+NOTES_KEY = "notes"  # a reply's footer notes, in its metadata (chat.export)
 
 
 async def announce_engine(engine: ChatClient) -> None:
@@ -131,6 +132,8 @@ async def _finish(
     reply.content = final_reply(
         reply.content, end, strings, reply_budget=budget, lost=lost, context=context
     )
+    notes = footer_notes(end, strings, reply_budget=budget, lost=lost, context=context)
+    reply.metadata = {**(reply.metadata or {}), NOTES_KEY: notes}  # for an export
     reply.actions = [
         cl.Action(
             name=REGENERATE,
