@@ -274,23 +274,28 @@ async def test_a_file_sent_to_the_text_model_is_refused_and_the_chat_goes_on(
         assert reply.error is None and reply.text
 
 
-@pytest.mark.parametrize(("locale", "label"), [("en-US", "Regenerate"), ("zh-CN", "重新生成")])
+@pytest.mark.parametrize(
+    ("locale", "label", "stats"),
+    [("en-US", "Regenerate", STATS_LINE), ("zh-CN", "重新生成", "首词元")],
+)
 async def test_regenerate_answers_the_last_message_again_in_place_of_its_reply(
-    app_server: AppServer, browser: Browser, locale: str, label: str
+    app_server: AppServer, browser: Browser, locale: str, label: str, stats: str
 ) -> None:
     chat = await Chat.open(browser, app_server.url, locale=locale)
     await chat.set_max_tokens(64)
+    done = chat.assistant().filter(has_text=stats)  # replies with their footer
     for count, question in enumerate(["第一个问题", "第二个问题"], start=1):
         await chat.send(question)
-        await chat.reply_after(count, timeout_ms=120_000)
+        await expect(done).to_have_count(count, timeout=120_000)
     button = chat.page.get_by_role("button", name=label)
     await expect(button).to_have_count(1)  # under the last reply only
     last = chat.named("new_message")[-1][2]["id"]
     mark = len(chat.events)
     await button.click()
     await chat.wait_for("stream_start", since=mark)  # the same turn, answered again
-    await chat.reply_after(2)  # two replies still: the old one replaced, not added to
-    assert [e[2]["id"] for e in chat.named("delete_message", mark)] == [last]
+    await until(lambda: chat.named("task_end", mark), 120, "the new reply's end")
+    await expect(done).to_have_count(2)  # the old one replaced, not added to
+    assert last in [e[2]["id"] for e in chat.named("delete_message", mark)]
     await expect(chat.page.get_by_role("button", name=label)).to_have_count(1)
     if locale == "en-US":
         await chat.page.screenshot(path=screenshot_path("regenerate-en.png"))
