@@ -30,7 +30,7 @@ from .runtime import runtime
 from .ui.failures import reported, send_error
 from .ui.i18n import DEFAULT_LANGUAGE, strings_for, t
 from .ui.panel import PanelValueError, options_from
-from .ui.streaming import REGENERATE, announce_engine, stream_reply
+from .ui.streaming import EXPORT, REGENERATE, announce_engine, show_notice, stream_reply
 
 __all__ = ["reconnected", "resume_chat"]
 
@@ -137,6 +137,15 @@ async def regenerate(_: cl.Action) -> None:
     conversation.rewind_to(message_id)
     task = run_as_task(session, answer_when_ready(message_id, text, conversation))
     task.add_done_callback(lambda _: rt.limits.done(who))
+
+
+@cl.action_callback(EXPORT)
+@reported
+async def export(_: cl.Action) -> None:
+    """The button under the last reply: links to this chat as Markdown and as JSON."""
+    token = runtime().exports.token_for(cl.context.session.id)
+    links = {kind: f"/export/{token}/chat.{kind}" for kind in ("md", "json")}
+    await show_notice(t("export_links", markdown=links["md"], json=links["json"]))
 
 
 async def answer_when_ready(message_id: str, text: str, conversation: Conversation) -> None:

@@ -20,7 +20,7 @@ import hmac
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import chainlit as cl
 from chainlit.config import config
@@ -31,7 +31,7 @@ from engine import Attachment, ChatClient, ChatEngine, Plan
 from settings.loader import load_settings
 from settings.settings import AUTH_SECRET, Settings, SettingsError
 
-from . import chainlit_door, routes
+from . import chainlit_door, export, routes
 from .access import guards, origins, sign_in
 from .access.admission import Admission
 from .access.front_door import FrontDoor
@@ -43,6 +43,7 @@ from .access.shared_limits import LIMITS_FILE, SharedChatCount, SharedUserLimits
 from .arrival import Arrival
 from .chainlit_door import Step, drop_blocking_sleep, guard_module_getattr, private_files_folder
 from .conversation import Seal
+from .export import Exports
 from .history.setup import register as register_history
 from .ui.panel import options_from
 
@@ -61,6 +62,7 @@ class Runtime:
     trust: ProxyTrust  # the proxy whose forwarded addresses count
     door: FrontDoor  # every socket event's first step (chat.access.front_door)
     steps: dict[str, list[Step]]  # the app's steps of each event, outermost first
+    exports: Exports = field(default_factory=Exports)  # the export links' tokens
 
 
 def proxy_trust(settings: Settings) -> ProxyTrust:
@@ -157,6 +159,7 @@ def configure(
     guards.register(trust, hosts, settings)
     token = settings.ops_token.get_secret_value().encode() if settings.ops_token else None
     routes.register(engine, token, trust)
+    export.register(lambda: runtime().exports)
     return current
 
 

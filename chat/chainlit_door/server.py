@@ -25,6 +25,7 @@ __all__ = [
     "answer_messages",
     "app_handles",
     "check_sign_ins",
+    "data_layer",
     "private_files_folder",
     "put_routes_first",
     "run_action",
@@ -97,6 +98,11 @@ async def run_action(session_id: str, action: dict[str, Any]) -> Any:
 
     init_ws_context(WebsocketSession.get_by_id(session_id))
     return await config.code.action_callbacks[action["name"]](Action(**action))
+
+
+def data_layer() -> Any:
+    """The data layer Chainlit writes the history with (None: no history)."""
+    return chainlit.data.get_data_layer()
 
 
 def answer_messages(handler: Callable[[Any], Awaitable[None]]) -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "receive",
     "run_as_task",
     "say",
+    "session_by_id",
     "session_of",
     "session_task",
     "sessions_held",
@@ -102,6 +103,12 @@ def trim_chat_messages(session_id: str, keep: int) -> None:
     messages = chat_contexts.get(session_id)
     if messages is not None and len(messages) > keep:
         del messages[:-keep]
+
+
+def session_by_id(session_id: str) -> WebsocketSession | None:
+    """The chat session ``session_id``, if this process holds it (open or kept)."""
+    session: WebsocketSession | None = WebsocketSession.get_by_id(session_id)
+    return session
 
 
 def session_of(sid: str) -> WebsocketSession | None:

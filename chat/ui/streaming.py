@@ -22,16 +22,17 @@ from engine import (
 
 from .. import metrics
 from ..conversation import Conversation
+from ..export import NOTES_KEY
 from .failures import send_error
 from .i18n import chat_strings, t
 from .panel import send_settings_panel
 from .render import engine_notes, final_reply, footer_notes, loading_text
 
-__all__ = ["REGENERATE", "announce_engine", "stream_reply"]
+__all__ = ["EXPORT", "REGENERATE", "announce_engine", "show_notice", "stream_reply"]
 
 LOADING_REFRESH_S = 1.0
-REGENERATE = "regenerate"  # the action under the last reply (chat.handlers.regenerate)
-NOTES_KEY = "notes"  # a reply's footer notes, in its metadata (chat.export)
+REGENERATE = "regenerate"  # the actions under the last reply (chat.handlers)
+EXPORT = "export"
 
 
 async def announce_engine(engine: ChatClient) -> None:
@@ -135,13 +136,8 @@ async def _finish(
     notes = footer_notes(end, strings, reply_budget=budget, lost=lost, context=context)
     reply.metadata = {**(reply.metadata or {}), NOTES_KEY: notes}  # for an export
     reply.actions = [
-        cl.Action(
-            name=REGENERATE,
-            payload={},
-            label=t("regenerate"),
-            tooltip=t("regenerate_tooltip"),
-            icon="refresh-cw",
-        )
+        cl.Action(name=name, payload={}, label=t(name), tooltip=t(f"{name}_tooltip"), icon=icon)
+        for name, icon in ((REGENERATE, "refresh-cw"), (EXPORT, "download"))
     ]
     await reply.send()
     await _last_reply_is(reply)
@@ -160,6 +156,11 @@ async def _last_reply_is(reply: cl.Message) -> None:
 async def _show(notice: cl.Message) -> None:
     """A passing notice on screen only: not stored, not in the chat's context."""
     await cl.context.emitter.send_step(notice.to_dict())
+
+
+async def show_notice(text: str) -> None:
+    """``text`` on screen as a passing notice of the app's (``_show``)."""
+    await _show(cl.Message(content=text))
 
 
 async def _hide(notice: cl.Message) -> None:

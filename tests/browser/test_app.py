@@ -300,3 +300,26 @@ async def test_regenerate_answers_the_last_message_again_in_place_of_its_reply(
     if locale == "en-US":
         await chat.page.screenshot(path=screenshot_path("regenerate-en.png"))
     await chat.close()
+
+
+@pytest.mark.parametrize(
+    ("locale", "label", "stats", "you"),
+    [("en-US", "Export", STATS_LINE, "### You"), ("zh-CN", "导出", "首词元", "### 你")],
+)
+async def test_export_downloads_the_chat_as_markdown_and_json(
+    app_server: AppServer, browser: Browser, locale: str, label: str, stats: str, you: str
+) -> None:
+    chat = await Chat.open(browser, app_server.url, locale=locale)
+    await chat.set_max_tokens(64)
+    await chat.send("导出这段对话")
+    await expect(chat.assistant().filter(has_text=stats)).to_have_count(1, timeout=120_000)
+    await chat.page.get_by_role("button", name=label).click()
+    for link, check in (("Markdown", you), ("JSON", '"role": "assistant"')):
+        async with chat.page.expect_download() as download:
+            await chat.page.get_by_role("link", name=link).click()
+        saved = await (await download.value).path()
+        text = saved.read_text(encoding="utf-8")
+        assert "导出这段对话" in text and check in text, text
+    if locale == "en-US":
+        await chat.page.screenshot(path=screenshot_path("export-en.png"))
+    await chat.close()

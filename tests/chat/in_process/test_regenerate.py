@@ -35,7 +35,7 @@ async def test_regenerate_answers_the_last_turn_again_in_place_of_its_reply() ->
         assert after[0] == before[0] and after[1] != before[1] and len(after) == 2
         _, second, again = engine.requests
         assert (again.text, again.history) == (second.text, second.history)
-        assert [b["label"] for b in page.buttons().values()] == ["Regenerate"]
+        assert [b["label"] for b in page.buttons().values()] == ["Regenerate", "Export"]
 
 
 async def test_only_the_last_reply_has_the_button_in_chinese() -> None:
@@ -44,9 +44,10 @@ async def test_only_the_last_reply_has_the_button_in_chinese() -> None:
         await page.connect()
         await page.send("一")
         await page.send("二")
-        (button,) = page.buttons().values()
-        assert button["label"] == "重新生成"
-        assert button["forId"] == page.shown("assistant_message")[-1]["id"]
+        buttons = list(page.buttons().values())
+        assert [button["label"] for button in buttons] == ["重新生成", "导出"]
+        last = page.shown("assistant_message")[-1]["id"]
+        assert all(button["forId"] == last for button in buttons)
 
 
 async def test_regenerate_while_a_reply_is_written_does_nothing() -> None:

@@ -1,0 +1,182 @@
+"""A chat exported as Markdown or JSON: its messages, who wrote each, when, and the notes
+under each reply.
+
+The button under the last reply (``chat.handlers.export``) gives the tab a link of its own,
+``/export/<token>/chat.md`` and ``chat.json``: the token names the chat's session, is
+known only to that tab, and with sign-in on the link answers only the session's own user.
+The messages come from the history when the chat is kept there (every message), from the
+session otherwise (the newest messages Chainlit keeps of it: ``CONTEXT_KEPT``).
+
+Usage::
+
+    token = exports.token_for(session_id)             # the link's token
+    entries = chat_entries(steps)                      # steps as the history or Chainlit has them
+    markdown(entries, title), as_json(entries)         # the files
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from chainlit.auth import get_current_user
+from chainlit.server import app as server
+from fastapi import Depends
+from fastapi.responses import JSONResponse, Response
+
+from .chainlit_door import chat_messages, data_layer, put_routes_first, session_by_id
+from .conversation import EXCHANGE_KEY
+from .ui.i18n import DEFAULT_LANGUAGE, strings_for
+
+__all__ = ["FORMATS", "Entry", "Exports", "as_json", "chat_entries", "markdown", "register"]
+
+NOTES_KEY = "notes"  # a reply's footer notes, in its metadata (chat.ui.streaming)
+FORMATS = {"chat.md": "text/markdown; charset=utf-8", "chat.json": "application/json"}
+EXPORT_PATH = "/export/{token}/{name}"
+# The request's signed-in user, as Chainlit checks it (None where no one signs in).
+RequestUser = Annotated[Any, Depends(get_current_user)]
+TOKENS_KEPT = 10_000  # sessions with a link at once, per process (the oldest go first)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One message of an export."""
+
+    role: str  # "user" or "assistant"
+    text: str
+    time: str | None  # ISO 8601, UTC, as Chainlit stamped it
+    notes: list[str] = field(default_factory=list)
+
+
+def _metadata(step: Mapping[str, Any]) -> Mapping[str, Any]:
+    item = step.get("metadata")
+    if isinstance(item, str):
+        with contextlib.suppress(ValueError):
+            item = json.loads(item)
+    return item if isinstance(item, Mapping) else {}
+
+
+def chat_entries(steps: Iterable[Mapping[str, Any]]) -> list[Entry]:
+    """The exchanges among ``steps`` (the history's or Chainlit's, oldest first): each
+    user message that got a reply, and the reply as the model wrote it, with its notes.
+    Passing notices (loading, refusals) are no exchange and are left out."""
+    asked: dict[str, str | None] = {}
+    entries: list[Entry] = []
+    for step in steps:
+        if step.get("type") == "user_message":
+            asked[str(step.get("id"))] = step.get("createdAt")
+            continue
+        metadata = _metadata(step)
+        exchange = metadata.get(EXCHANGE_KEY)
+        if step.get("type") != "assistant_message" or not isinstance(exchange, Mapping):
+            continue
+        notes = [str(note) for note in metadata.get(NOTES_KEY) or []]
+        when = asked.get(str(exchange.get("message_id")), step.get("createdAt"))
+        entries.append(Entry("user", str(exchange.get("user_text", "")), when))
+        reply = str(exchange.get("reply_text", ""))
+        entries.append(Entry("assistant", reply, step.get("createdAt"), notes))
+    return entries
+
+
+def _shown_time(value: str | None) -> str:
+    return "" if not value else value.replace("T", " ")[:16] + " UTC"
+
+
+def markdown(entries: list[Entry], *, title: str, names: Mapping[str, str]) -> str:
+    """The chat as Markdown: a heading per message with its author and time."""
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [f"# {title}", f"*{now}*"]
+    for entry in entries:
+        parts.append(f"### {names[entry.role]} · {_shown_time(entry.time)}".rstrip(" ·"))
+        parts.append(entry.text)
+        parts.extend(f"*{note}*" for note in entry.notes)
+    return "\n\n".join(parts) + "\n"
+
+
+def as_json(entries: list[Entry], *, title: str) -> str:
+    """The chat as JSON: ``{"title", "exported_at", "messages": [{role, text, time,
+    notes}]}``."""
+    exported = datetime.now(UTC).isoformat(timespec="seconds")
+    body = {"title": title, "exported_at": exported, "messages": [asdict(e) for e in entries]}
+    return json.dumps(body, ensure_ascii=False, indent=2) + "\n"
+
+
+class Exports:
+    """The export links' tokens of one process: token -> the chat's session id."""
+
+    def __init__(self, kept: int = TOKENS_KEPT) -> None:
+        self._sessions: OrderedDict[str, str] = OrderedDict()
+        self._tokens: dict[str, str] = {}
+        self._kept = kept
+
+    def token_for(self, session_id: str) -> str:
+        """The session's token (the same one each time)."""
+        token = self._tokens.get(session_id)
+        if token is None:
+            token = self._tokens[session_id] = secrets.token_urlsafe(18)
+            self._sessions[token] = session_id
+            while len(self._sessions) > self._kept:
+                _, gone = self._sessions.popitem(last=False)
+                self._tokens.pop(gone, None)
+        return token
+
+    def session_of(self, token: str) -> str | None:
+        return self._sessions.get(token)
+
+
+def _steps_of(session: Any) -> Iterable[Mapping[str, Any]]:
+    return [message.to_dict() for message in chat_messages(session.id)]
+
+
+async def _entries(session: Any) -> list[Entry]:
+    """The chat's exchanges: from the history when it is kept there, else the session's."""
+    layer = data_layer()
+    if layer is not None and session.user is not None:
+        thread = await layer.get_thread(session.thread_id)
+        if thread is not None:
+            return chat_entries(thread.get("steps") or [])
+    return chat_entries(_steps_of(session))
+
+
+def _refusal(session: Any, user: Any) -> JSONResponse | None:
+    """Why this request may not read the session's chat (None: it may)."""
+    if session is None:
+        return JSONResponse({"detail": "no such chat here"}, status_code=404)
+    owner = getattr(session.user, "identifier", None)
+    if owner is not None and getattr(user, "identifier", None) != owner:
+        return JSONResponse({"detail": "this chat is not yours"}, status_code=403)
+    return None
+
+
+def register(exports: Callable[[], Exports]) -> None:
+    """``GET /export/<token>/chat.md`` and ``chat.json``, ahead of Chainlit's page route;
+    idempotent (``exports``: the app's tokens, asked at each request: the route outlives
+    a reloaded app). With sign-in on, Chainlit's own check of the request's user runs
+    first."""
+
+    async def export_chat(token: str, name: str, user: RequestUser) -> Response:
+        session_id = exports().session_of(token)
+        session = session_by_id(session_id) if session_id and name in FORMATS else None
+        refused = _refusal(session, user)
+        if refused is not None:
+            return refused
+        t = strings_for(getattr(session, "language", None) or DEFAULT_LANGUAGE)
+        entries = await _entries(session)
+        title = t("export_title")
+        names = {"user": t("export_you"), "assistant": t("export_model")}
+        body = as_json(entries, title=title) if name == "chat.json" else ""
+        body = body or markdown(entries, title=title, names=names)
+        file = f"ernie-chat-{datetime.now(UTC):%Y%m%d-%H%M}.{name.split('.')[1]}"
+        headers = {"Content-Disposition": f'attachment; filename="{file}"'}
+        headers["Cache-Control"] = "no-store"
+        return Response(body, media_type=FORMATS[name], headers=headers)
+
+    if EXPORT_PATH not in {getattr(route, "path", None) for route in server.routes}:
+        server.add_api_route(EXPORT_PATH, export_chat, methods=["GET"])
+        put_routes_first([EXPORT_PATH])
