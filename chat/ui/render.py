@@ -23,7 +23,7 @@ from engine import (
 from ..access.limits import LimitExceededError
 from ..errors import MalformedMessageError
 from .i18n import Strings
-from .markdown import fix_cjk_emphasis
+from .markdown import fix_cjk_emphasis, protect_dollars
 from .panel import PanelValueError
 
 __all__ = [
@@ -132,7 +132,7 @@ def final_reply(
 ) -> str:
     """The reply as it stays in the chat: emphasis that renders, then its footer."""
     notes = footer(end, t, reply_budget=reply_budget, lost=lost, context=context)
-    return fix_cjk_emphasis(text) + notes
+    return fix_cjk_emphasis(protect_dollars(text)) + notes
 
 
 def error_text(exc: Exception, t: Strings) -> str | None:

@@ -82,7 +82,12 @@ _PIECES = r"[A-Za-z]+|\s|[^A-Za-z\s]"
 
 # The scripted reply, token by token (each token once, so each has one successor): bold
 # Chinese text that CommonMark alone would not render, then a loop of one line of text.
-SCRIPTED_REPLY = ("**注意：**", "正", "文", *"一二三四五六七八九十。", "\n")
+# The loop also holds math and money: "$x^2$" renders as math, "$5和$10" stays text. (No
+# space: the generation prompt ends with one, and its successor is the reply's start.)
+SCRIPTED_REPLY = (
+    *("**注意：**", "正", "文", *"一二三四五六七八九十。"),
+    *("$x^2$", "，", "$5", "和", "$10", "\n"),
+)
 SCRIPT_LOOP_FROM = 3
 SCRIPT_STRENGTH = 4.0  # logit gap ~ strength * sqrt(hidden): the next token is certain
 

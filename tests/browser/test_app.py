@@ -323,3 +323,22 @@ async def test_export_downloads_the_chat_as_markdown_and_json(
     if locale == "en-US":
         await chat.page.screenshot(path=screenshot_path("export-en.png"))
     await chat.close()
+
+
+async def test_math_renders_and_money_stays_text(app_server: AppServer, browser: Browser) -> None:
+    """The scripted reply's loop holds ``$x^2$`` (math) and ``$5和$10`` (money)."""
+    chat = await Chat.open(browser, app_server.url)
+    await chat.set_max_tokens(64)
+    await chat.send("公式")
+    reply = await chat.reply_after(1)
+    math = reply.locator(".katex")
+    await expect(math.first).to_be_visible()
+    assert "x2" in (await math.first.inner_text()).replace("\n", "")
+    # KaTeX's stylesheet came from the app (no CDN here): its MathML copy is set aside
+    mathml = math.first.locator(".katex-mathml")
+    assert await mathml.evaluate("e => getComputedStyle(e).position") == "absolute"
+    text = await reply.inner_text()
+    assert "$5和$10" in text and "\\$" not in text, text  # shown as written, once
+    assert all("5和" not in shown for shown in await math.all_inner_texts())
+    await chat.page.screenshot(path=screenshot_path("math-en.png"))
+    await chat.close()

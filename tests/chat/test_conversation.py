@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chat.conversation import MAX_EXCHANGES, Conversation, Seal
-from chat.ui.markdown import fix_cjk_emphasis
+from chat.ui.markdown import fix_cjk_emphasis, protect_dollars
 from engine.prompt import Turn
 
 
@@ -81,3 +81,33 @@ def test_a_chat_keeps_a_bounded_number_of_exchanges() -> None:
     for number in range(MAX_EXCHANGES + 50):
         conversation.record(f"m{number}", "问", "答")
     assert len(conversation) == MAX_EXCHANGES
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("it costs $5, or $10", "it costs \\$5, or \\$10"),  # money, not math
+        ("$x^2$，$5 和 $10", "$x^2$，\\$5 和 \\$10"),
+        ("costs $5, and $x$ is math", "costs \\$5, and $x$ is math"),
+        ("$2x+1=5$ holds", "$2x+1=5$ holds"),  # math may begin with a digit
+        ("$$\n\\int_0^1 x\\,dx\n$$", "$$\n\\int_0^1 x\\,dx\n$$"),  # display math, over lines
+        ("$ 5 $ and $x $", "\\$ 5 \\$ and \\$x \\$"),  # spaces inside: no math
+        ("a line $x\nand $y", "a line \\$x\nand \\$y"),  # inline math is on one line
+        ("escaped \\$5 and $y$", "escaped \\$5 and $y$"),
+        ("no dollars at all", "no dollars at all"),
+    ],
+)
+def test_math_is_kept_and_money_is_escaped(text: str, shown: str) -> None:
+    assert protect_dollars(text) == shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "code `a$b` and `$PATH`",
+        "```bash\necho $PATH $HOME\n```",
+        "    $indented $code",
+    ],
+)
+def test_dollars_in_code_are_left_as_written(text: str) -> None:
+    assert protect_dollars(text) == text

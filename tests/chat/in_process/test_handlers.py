@@ -148,3 +148,16 @@ async def test_a_chat_near_the_context_is_warned_before_old_messages_go_in_chine
         await page.send("q" * 300)  # 1,650: warned
         warned = await page.wait_for_text("很快会省略最早的消息")
         assert "92%（1,650 / 1,792 个词元）" in warned
+
+
+async def test_a_reply_keeps_its_math_and_its_money_is_not_math() -> None:
+    reply = ["价格 $5 和 $10，", "公式 $x^2$ 与 `echo $PATH`"]
+    engine = mock_engine(reply)
+    async with app_on(engine) as app:
+        page = app.open_page()
+        await page.connect()
+        await page.send("math")
+        (shown,) = page.texts()
+        assert shown.startswith("价格 \\$5 和 \\$10，公式 $x^2$ 与 `echo $PATH`"), shown
+        await page.send("again")  # the model's own history holds its words as written
+        assert engine.requests[1].history[1].content == "".join(reply)
