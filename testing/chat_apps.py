@@ -42,7 +42,7 @@ OPEN_ENV = {
     "ERNIE_REQUEST_TIMEOUT_S": "3",
     "ERNIE_SESSION_KEEP_MINUTES": "0.05",
 }
-USERS = ("alice", "frank", "gina", "henry", "ivy")
+USERS = ("alice", "frank", "gina", "henry", "ivy", "kate", "liam")  # kate, liam: the export test
 
 
 LONGEST_REPLY = 512  # the panel's end (a long reply to hold or stop is as long)
