@@ -10,6 +10,7 @@ would idle, and the tests that read them (``tests/deploy``) find them done.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -80,6 +81,11 @@ def _run(folder: Path) -> dict[str, subprocess.CompletedProcess[str]]:
     }
 
 
+def _end_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)  # the script hands it to the launcher: all end
+
+
 def _ctrl_c(folder: Path) -> subprocess.CompletedProcess[str]:
     """``bash scripts/start.sh --demo`` in a session of its own, as a terminal runs it,
     and once its engine is ready a Ctrl-C: SIGINT to its whole process group. Its console
@@ -98,6 +104,8 @@ def _ctrl_c(folder: Path) -> subprocess.CompletedProcess[str]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    # A session of its own outlives the test run: ended with it if the run ends first.
+    atexit.register(_end_group, process.pid)
 
     def ready_or_ended() -> bool:
         return READY_LINE in console.read_text() or process.poll() is not None
