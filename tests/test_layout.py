@@ -203,3 +203,41 @@ def test_the_engine_is_used_through_its_public_names(package: str) -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 assert not node.module.startswith("engine."), f"{path.relative_to(ROOT)}"
+
+
+def module_imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The project's modules ``path`` imports when it loads (its top level, outside
+    ``if TYPE_CHECKING:``), relative imports resolved."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            module = ".".join([*base, node.module] if node.module else base)
+            module = module if node.level else node.module or ""
+            for alias in node.names:
+                child = f"{module}.{alias.name}"
+                found.add(child if child in known else module)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return (found & known) - {name}
+
+
+def test_no_module_imports_around_a_circle() -> None:
+    """The app's modules load in one order: no import leads back to where it began."""
+    paths = {}
+    for path in modules("settings", "engine", "chat", "serve"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {name: module_imports(name, path, set(paths)) for name, path in paths.items()}
+    done: set[str] = set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        for target in graph[name]:
+            assert target not in trail, " -> ".join([*trail[trail.index(target) :], target])
+            if target not in done:
+                visit(target, [*trail, target])
+        done.add(name)
+
+    for name in graph:
+        visit(name, [name])
