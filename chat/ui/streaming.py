@@ -88,8 +88,11 @@ async def stream_reply(
         if end is None:  # cancelled before the engine's abort came back (a reader asleep)
             metrics.record_cancelled_reply()
         reply.metadata = conversation.record(message_id, text, reply.content)
+        streamed = reply.streaming
         with contextlib.suppress(Exception):  # the chat may be gone (a closed tab)
-            await (reply.update() if reply.streaming else _hide(thinking))  # and stored
+            await (reply.update() if streamed else _hide(thinking))  # and stored
+            # the stopped reply is the last: a regenerate answers its message again
+            await _last_reply_is(reply if streamed else None, sent=True)
         raise
     except Exception as exc:
         await _hide(thinking)
@@ -135,22 +138,27 @@ async def _finish(
     )
     notes = footer_notes(end, strings, reply_budget=budget, lost=lost, context=context)
     reply.metadata = {**(reply.metadata or {}), NOTES_KEY: notes}  # for an export
-    reply.actions = [
-        cl.Action(name=name, payload={}, label=t(name), tooltip=t(f"{name}_tooltip"), icon=icon)
-        for name, icon in ((REGENERATE, "refresh-cw"), (EXPORT, "download"))
-    ]
-    await reply.send()
-    await _last_reply_is(reply)
+    await _last_reply_is(reply, sent=False)
+    await reply.send()  # with its buttons
 
 
-async def _last_reply_is(reply: cl.Message) -> None:
-    """``reply`` is the one a regenerate answers again: the one before loses its button."""
+async def _last_reply_is(reply: cl.Message | None, *, sent: bool) -> None:
+    """``reply`` is the one a regenerate answers again (None: none is), with the buttons;
+    the one before loses them. ``sent``: it is on the page already (a stopped reply)."""
     before: cl.Message | None = cl.user_session.get("last_reply")
     cl.user_session.set("last_reply", reply)
     if before is not None and before is not reply:
         for action in before.actions:
             await action.remove()
         before.actions = []
+    if reply is None:
+        return
+    reply.actions = [
+        cl.Action(name=name, payload={}, label=t(name), tooltip=t(f"{name}_tooltip"), icon=icon)
+        for name, icon in ((REGENERATE, "refresh-cw"), (EXPORT, "download"))
+    ]
+    for action in reply.actions if sent else ():
+        await action.send(for_id=reply.id)
 
 
 async def _show(notice: cl.Message) -> None:

@@ -99,3 +99,23 @@ async def test_the_history_keeps_the_new_reply_and_not_the_old(tmp_path: Path) -
                 assert await until(stored, 5, "the regenerated reply alone in the history")
             finally:
                 REQUEST_USER.reset(token)
+
+
+async def test_a_stopped_reply_is_the_one_regenerate_answers_again() -> None:
+    engine = mock_engine(["word "] * 40, chunk_delay_s=0.02)
+    async with app_on(engine) as app:
+        page = app.open_page()
+        await page.connect()
+        engine._chunk_delay_s = 0.0
+        await page.send("finished")  # a whole reply, with the buttons
+        engine._chunk_delay_s = 0.02
+        await page.receive("client_message", message_payload("stopped"))
+        await until(lambda: len(page.texts()) == 2, 5, "the second reply streaming")
+        await page.receive("stop")
+        await page.settled()
+        first, stopped = [s for s in page.shown("assistant_message") if "word" in s["output"]]
+        assert {b["forId"] for b in page.buttons().values()} == {stopped["id"]}
+        await page.click("regenerate")
+        assert [r.text for r in engine.requests] == ["finished", "stopped", "stopped"]
+        shown = {s["id"] for s in page.shown("assistant_message")}
+        assert first["id"] in shown and stopped["id"] not in shown
