@@ -115,24 +115,19 @@ def footer_notes(
     return notes
 
 
-def footer(end: ReplyEnd | None, t: Strings, **sizes: Any) -> str:
-    """``footer_notes`` as the reply's last lines, small and italic."""
-    notes = footer_notes(end, t, **sizes)
+def _as_footer(notes: list[str]) -> str:
     return "\n\n" + "\n".join(f"*{note}*  " for note in notes) if notes else ""
 
 
-def final_reply(
-    text: str,
-    end: ReplyEnd | None,
-    t: Strings,
-    *,
-    reply_budget: int,
-    lost: bool = False,
-    context: int | None = None,
-) -> str:
-    """The reply as it stays in the chat: emphasis that renders, then its footer."""
-    notes = footer(end, t, reply_budget=reply_budget, lost=lost, context=context)
-    return fix_cjk_emphasis(protect_dollars(text)) + notes
+def footer(end: ReplyEnd | None, t: Strings, **sizes: Any) -> str:
+    """``footer_notes`` as the reply's last lines, small and italic."""
+    return _as_footer(footer_notes(end, t, **sizes))
+
+
+def final_reply(text: str, notes: list[str]) -> str:
+    """The reply as it stays in the chat: math and emphasis that render, then its
+    ``footer_notes``."""
+    return fix_cjk_emphasis(protect_dollars(text)) + _as_footer(notes)
 
 
 def error_text(exc: Exception, t: Strings) -> str | None:

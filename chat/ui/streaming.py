@@ -133,10 +133,8 @@ async def _finish(
             await reply.stream_token(t("no_text"))
     strings = chat_strings()
     budget, context = sizes
-    reply.content = final_reply(
-        reply.content, end, strings, reply_budget=budget, lost=lost, context=context
-    )
     notes = footer_notes(end, strings, reply_budget=budget, lost=lost, context=context)
+    reply.content = final_reply(reply.content, notes)
     reply.metadata = {**(reply.metadata or {}), NOTES_KEY: notes}  # for an export
     await _last_reply_is(reply, sent=False)
     await reply.send()  # with its buttons

@@ -15,7 +15,14 @@ from chat.access.limits import LimitExceededError
 from chat.errors import MalformedMessageError
 from chat.ui import i18n
 from chat.ui.i18n import Strings, strings_for
-from chat.ui.render import context_note, engine_notes, error_text, final_reply, footer
+from chat.ui.render import (
+    context_note,
+    engine_notes,
+    error_text,
+    final_reply,
+    footer,
+    footer_notes,
+)
 from engine import (
     EngineFailedError,
     EngineRestartingError,
@@ -116,7 +123,7 @@ def test_footer_notes_how_the_reply_ended_and_its_stats(t: Strings) -> None:
     assert t("stopped_connection_lost") in lost and t("stopped") not in lost
     assert "-" in footer(end("abort", ttft=None), t, reply_budget=64)
     assert footer(None, t, reply_budget=64) == ""
-    finished = final_reply("**注意：**正文", end("stop"), t, reply_budget=64)
+    finished = final_reply("**注意：**正文", footer_notes(end("stop"), t, reply_budget=64))
     assert finished.startswith("**注意**：正文\n\n")
 
 
