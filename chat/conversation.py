@@ -30,7 +30,7 @@ from typing import Any
 
 from engine import Turn
 
-__all__ = ["Conversation", "Seal"]
+__all__ = ["Conversation", "Seal", "step_metadata"]
 
 EXCHANGE_KEY = "exchange"  # the reply message's metadata key for its exchange
 # Exchanges a chat keeps for the model (what it holds stays bounded; the prompt drops
@@ -61,6 +61,16 @@ class Seal:
             return hmac.compare_digest(signature, self.sign(metadata[EXCHANGE_KEY]))
         old = self.legacy_before is not None and created_at is not None
         return old and str(created_at) < str(self.legacy_before)
+
+
+def step_metadata(step: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A message's metadata, as Chainlit holds it (a dict) or the history hands it back
+    (JSON text, SQLite and PostgreSQL); empty if it is neither."""
+    item = step.get("metadata")
+    if isinstance(item, str):
+        with contextlib.suppress(ValueError):
+            item = json.loads(item)
+    return item if isinstance(item, Mapping) else {}
 
 
 @dataclass
@@ -115,11 +125,8 @@ class Conversation:
         """
         conversation = cls(seal)
         for step in steps:
-            item = step.get("metadata")
-            if isinstance(item, str):
-                with contextlib.suppress(ValueError):
-                    item = json.loads(item)
-            if not isinstance(item, Mapping) or not isinstance(item.get(EXCHANGE_KEY), dict):
+            item = step_metadata(step)
+            if not isinstance(item.get(EXCHANGE_KEY), dict):
                 continue
             if not seal.trusts(item, step.get("createdAt")):
                 continue

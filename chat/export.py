@@ -16,7 +16,6 @@ Usage::
 
 from __future__ import annotations
 
-import contextlib
 import json
 import secrets
 from collections import OrderedDict
@@ -26,12 +25,11 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from chainlit.auth import get_current_user
-from chainlit.server import app as server
 from fastapi import Depends
 from fastapi.responses import JSONResponse, Response
 
-from .chainlit_door import chat_messages, data_layer, put_routes_first, session_by_id
-from .conversation import EXCHANGE_KEY
+from .chainlit_door import add_routes_first, chat_messages, data_layer, session_by_id
+from .conversation import EXCHANGE_KEY, step_metadata
 from .ui.i18n import DEFAULT_LANGUAGE, strings_for
 
 __all__ = ["FORMATS", "Entry", "Exports", "as_json", "chat_entries", "markdown", "register"]
@@ -54,14 +52,6 @@ class Entry:
     notes: list[str] = field(default_factory=list)
 
 
-def _metadata(step: Mapping[str, Any]) -> Mapping[str, Any]:
-    item = step.get("metadata")
-    if isinstance(item, str):
-        with contextlib.suppress(ValueError):
-            item = json.loads(item)
-    return item if isinstance(item, Mapping) else {}
-
-
 def chat_entries(steps: Iterable[Mapping[str, Any]]) -> list[Entry]:
     """The exchanges among ``steps`` (the history's or Chainlit's, oldest first): each
     user message that got a reply, and the reply as the model wrote it, with its notes.
@@ -72,7 +62,7 @@ def chat_entries(steps: Iterable[Mapping[str, Any]]) -> list[Entry]:
         if step.get("type") == "user_message":
             asked[str(step.get("id"))] = step.get("createdAt")
             continue
-        metadata = _metadata(step)
+        metadata = step_metadata(step)
         exchange = metadata.get(EXCHANGE_KEY)
         if step.get("type") != "assistant_message" or not isinstance(exchange, Mapping):
             continue
@@ -170,13 +160,13 @@ def register(exports: Callable[[], Exports]) -> None:
         entries = await _entries(session)
         title = t("export_title")
         names = {"user": t("export_you"), "assistant": t("export_model")}
-        body = as_json(entries, title=title) if name == "chat.json" else ""
-        body = body or markdown(entries, title=title, names=names)
+        if name == "chat.json":
+            body = as_json(entries, title=title)
+        else:
+            body = markdown(entries, title=title, names=names)
         file = f"ernie-chat-{datetime.now(UTC):%Y%m%d-%H%M}.{name.split('.')[1]}"
         headers = {"Content-Disposition": f'attachment; filename="{file}"'}
         headers["Cache-Control"] = "no-store"
         return Response(body, media_type=FORMATS[name], headers=headers)
 
-    if EXPORT_PATH not in {getattr(route, "path", None) for route in server.routes}:
-        server.add_api_route(EXPORT_PATH, export_chat, methods=["GET"])
-        put_routes_first([EXPORT_PATH])
+    add_routes_first({EXPORT_PATH: export_chat})

@@ -12,10 +12,8 @@ stay open for load balancers.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from chainlit.server import app as server
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
@@ -23,7 +21,7 @@ from engine import ChatClient, EngineState
 
 from . import metrics
 from .access.peers import ProxyTrust, is_loopback
-from .chainlit_door import put_routes_first, sessions_held
+from .chainlit_door import add_routes_first, sessions_held
 
 __all__ = ["register"]
 
@@ -74,13 +72,5 @@ def register(engine: ChatClient, token: bytes | None, trust: ProxyTrust) -> None
         metrics.SESSIONS_HELD.set(sessions_held())
         return Response(metrics.exposition(), media_type=metrics.CONTENT_TYPE)
 
-    present = {getattr(route, "path", None) for route in server.routes}
-    endpoints: tuple[Callable[..., Awaitable[Response]], ...] = (
-        healthz,
-        readyz,
-        prometheus_metrics,
-    )
-    for path, endpoint in zip(PATHS, endpoints, strict=True):
-        if path not in present:
-            server.add_api_route(path, endpoint, methods=["GET"])
-    put_routes_first(PATHS)
+    endpoints = (healthz, readyz, prometheus_metrics)
+    add_routes_first(dict(zip(PATHS, endpoints, strict=True)))

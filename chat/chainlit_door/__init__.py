@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from .patches import drop_blocking_sleep, guard_module_getattr
 from .server import (
+    add_routes_first,
     answer_messages,
     app_handles,
     check_sign_ins,
     data_layer,
     private_files_folder,
-    put_routes_first,
     run_action,
     set_cors_origins,
     sql_rows,
@@ -56,6 +56,7 @@ from .sockets import (
 __all__ = [
     "Handler",
     "Step",
+    "add_routes_first",
     "answer_messages",
     "app_handles",
     "chainlit_events",
@@ -68,7 +69,6 @@ __all__ = [
     "enter",
     "guard_module_getattr",
     "private_files_folder",
-    "put_routes_first",
     "receive",
     "run_action",
     "run_as_task",

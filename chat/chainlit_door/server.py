@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +22,12 @@ if TYPE_CHECKING:
     from chainlit.data.sql_alchemy import SQLAlchemyDataLayer
 
 __all__ = [
+    "add_routes_first",
     "answer_messages",
     "app_handles",
     "check_sign_ins",
     "data_layer",
     "private_files_folder",
-    "put_routes_first",
     "run_action",
     "set_cors_origins",
     "sql_rows",
@@ -39,11 +39,17 @@ _ORIGINAL: dict[str, AsyncFunction] = {}  # Chainlit's sign-in functions, kept t
 FILES_PREFIX = "ernie-chainlit-files-"
 
 
-def put_routes_first(paths: Iterable[str]) -> None:
-    """Move the routes of ``paths`` ahead of Chainlit's (its catch-all page route shadows
-    every route added after it), in the order given."""
-    routes = chainlit.server.app.router.routes
-    for path in reversed(list(paths)):
+def add_routes_first(endpoints: Mapping[str, Callable[..., Awaitable[Any]]]) -> None:
+    """``GET`` routes for ``endpoints`` (path -> endpoint; a path already served keeps
+    its route: a reloaded app adds none twice), moved ahead of Chainlit's (its catch-all
+    page route shadows every route added after it), in the order given."""
+    app = chainlit.server.app
+    present = {getattr(route, "path", None) for route in app.router.routes}
+    for path, endpoint in endpoints.items():
+        if path not in present:
+            app.add_api_route(path, endpoint, methods=["GET"])
+    routes = app.router.routes
+    for path in reversed(list(endpoints)):
         route = next(r for r in routes if getattr(r, "path", None) == path)
         routes.remove(route)
         routes.insert(0, route)
