@@ -87,7 +87,7 @@ class MockEngine:
         self.capacity = _Capacity()
         self.requests: list[MockRequest] = []
         self._reply, self._load_s, self._failure = reply, load_s, failure
-        self._chunk_delay_s = chunk_delay_s
+        self.chunk_delay_s = chunk_delay_s  # between chunks: a test may change it
         self._state, self._started = EngineState.NEW, 0.0
         self._settled = asyncio.Event()
         self._running: dict[str, asyncio.Event] = {}  # request id -> its abort
@@ -173,7 +173,7 @@ class MockEngine:
         reason: FinishReason = "stop"
         try:
             for chunk in self._chunks(history, text):
-                await asyncio.sleep(self._chunk_delay_s)
+                await asyncio.sleep(self.chunk_delay_s)
                 if aborted.is_set():
                     reason = "abort"
                     break

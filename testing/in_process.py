@@ -210,13 +210,13 @@ async def app_on(engine: ChatClient) -> AsyncIterator[InProcessApp]:
     """The web app configured on ``engine`` (the process's runtime put back afterwards)."""
     before = getattr(chainlit_app.state, "runtime", None)
     chainlit_app.state.runtime = None
+    pages: list[Page] = []
     try:
-        runtime = open_app(engine=engine)
+        app = InProcessApp(open_app(engine=engine), pages)
         engine.start()
-        app = InProcessApp(runtime)
         yield app
     finally:
-        for page in app.pages if "app" in locals() else []:
+        for page in pages:
             await page.close()
         await engine.shutdown()
         chainlit_app.state.runtime = before

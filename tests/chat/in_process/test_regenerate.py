@@ -106,9 +106,9 @@ async def test_a_stopped_reply_is_the_one_regenerate_answers_again() -> None:
     async with app_on(engine) as app:
         page = app.open_page()
         await page.connect()
-        engine._chunk_delay_s = 0.0
+        engine.chunk_delay_s = 0.0
         await page.send("finished")  # a whole reply, with the buttons
-        engine._chunk_delay_s = 0.02
+        engine.chunk_delay_s = 0.02
         await page.receive("client_message", message_payload("stopped"))
         await until(lambda: len(page.texts()) == 2, 5, "the second reply streaming")
         await page.receive("stop")
