@@ -78,6 +78,13 @@ def _optional(value: Any, what: str) -> str | None:
 class SafeDataLayer(SQLAlchemyDataLayer):
     """Chainlit's SQLAlchemy data layer that takes UUIDs only, and binds every value."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Chainlit writes and deletes steps in tasks it does not wait for: a delete right
+        # after a write (a regenerated reply) overtook the write, and the step came back.
+        # Each step's writes and delete take their turns in the order they began.
+        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
+
     async def get_all_user_threads(
         self, user_id: str | None = None, thread_id: str | None = None
     ) -> list[ThreadDict] | None:
@@ -101,13 +108,6 @@ class SafeDataLayer(SQLAlchemyDataLayer):
 
     async def delete_thread(self, thread_id: str) -> None:
         await super().delete_thread(checked_id(thread_id, "thread"))
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Chainlit writes and deletes steps in tasks it does not wait for: a delete right
-        # after a write (a regenerated reply) overtook the write, and the step came back.
-        # Each step's writes and delete take their turns in the order they began.
-        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
 
     @contextlib.asynccontextmanager
     async def _turn_of(self, step: str) -> AsyncIterator[None]:
