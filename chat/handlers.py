@@ -24,13 +24,21 @@ from engine import ChatOptions, EngineFailedError, EngineRestartingError, Messag
 from . import lifecycle, metrics
 from .access.admission import visitor
 from .access.limits import LimitExceededError
+from .access.turns import Ticket
 from .chainlit_door import answer_messages, run_as_task, trim_chat_messages
 from .conversation import Conversation
 from .runtime import runtime
 from .ui.failures import reported, send_error
 from .ui.i18n import DEFAULT_LANGUAGE, strings_for, t
 from .ui.panel import PanelValueError, options_from
-from .ui.streaming import EXPORT, REGENERATE, announce_engine, show_notice, stream_reply
+from .ui.streaming import (
+    EXPORT,
+    REGENERATE,
+    announce_engine,
+    show_notice,
+    stream_reply,
+    wait_in_line,
+)
 
 __all__ = ["reconnected", "resume_chat"]
 
@@ -102,7 +110,8 @@ async def answer(message: cl.Message) -> None:
     if message.elements:  # a text model: say so, and answer the text
         await cl.Message(content=t("files_ignored")).send()
     try:
-        await answer_when_ready(message.id, message.content, conversation)
+        ticket = runtime().limits.take(message.id)  # the front door's (chat.access.turns)
+        await answer_when_ready(message.id, message.content, conversation, ticket)
     except MessageRefusedError as exc:  # too many tokens (the front door counted chars)
         await send_error(exc)
     finally:
@@ -125,9 +134,8 @@ async def regenerate(_: cl.Action) -> None:
         return  # nothing answered yet, or a reply is being written
     session, now = cl.context.session, time.monotonic()
     assert isinstance(session, WebsocketSession)  # a button of a chat's socket
-    who = visitor(session, rt.trust)
-    try:
-        rt.limits.admit(who, now=now)  # a reply as any other: the visitor's limits hold
+    try:  # a reply as any other: the visitor's limits and the line hold
+        ticket = rt.limits.admit(visitor(session, rt.trust), now=now)
     except LimitExceededError as exc:
         await send_error(exc)
         return
@@ -135,8 +143,8 @@ async def regenerate(_: cl.Action) -> None:
     await reply.remove()
     message_id, text = last
     conversation.rewind_to(message_id)
-    task = run_as_task(session, answer_when_ready(message_id, text, conversation))
-    task.add_done_callback(lambda _: rt.limits.done(who))
+    task = run_as_task(session, answer_when_ready(message_id, text, conversation, ticket))
+    task.add_done_callback(lambda _: rt.limits.done(ticket))
 
 
 @cl.action_callback(EXPORT)
@@ -148,7 +156,10 @@ async def export(_: cl.Action) -> None:
     await show_notice(t("export_links", markdown=links["md"], json=links["json"]))
 
 
-async def answer_when_ready(message_id: str, text: str, conversation: Conversation) -> None:
+async def answer_when_ready(
+    message_id: str, text: str, conversation: Conversation, ticket: Ticket | None
+) -> None:
+    """The reply, once the engine is ready and the message's turn in line came."""
     engine = runtime().engine
     try:
         await engine.wait_ready()  # queued while the model loads
@@ -160,6 +171,8 @@ async def answer_when_ready(message_id: str, text: str, conversation: Conversati
         # wait() neither re-raises the announcer's end (cancelled when a socket dropped
         # and the chat was restored) nor cancels it if this message is stopped.
         await asyncio.wait({announcer})
+    if ticket is not None:
+        await wait_in_line(runtime().limits, ticket)
     options = cl.user_session.get("options") or ChatOptions()
     await stream_reply(engine, message_id, text, conversation, options)
 

@@ -29,11 +29,13 @@ __all__ = [
     "CHATS_OPEN",
     "CONTENT_TYPE",
     "ERRORS",
+    "LINE_WAIT",
     "MESSAGES",
     "REFUSED",
     "REPLYING",
     "SESSIONS_HELD",
     "STOPS",
+    "WAITING",
     "exposition",
     "group_replying",
     "record_cancelled_reply",
@@ -51,6 +53,16 @@ SESSIONS_HELD = Gauge(
     multiprocess_mode="livesum",
 )
 REPLYING = Gauge("ernie_replies_running", "Replies being written now.", multiprocess_mode="livesum")
+WAITING = Gauge(
+    "ernie_line_waiting",
+    "Messages waiting in line for a reply (the box runs ERNIE_MAX_REPLIES at once).",
+    multiprocess_mode="livesum",
+)
+LINE_WAIT = Histogram(
+    "ernie_line_wait_seconds",
+    "How long a message that waited in line waited for its reply to start.",
+    buckets=(0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0),
+)
 MESSAGES = Counter("ernie_messages", "Messages received from users.")
 REPLIES = Counter("ernie_replies", "Replies finished, by how they ended.", ["finish_reason"])
 STOPS = Counter("ernie_stops", "Replies stopped by the user.")

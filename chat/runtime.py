@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -36,10 +37,10 @@ from .access import guards, origins, sign_in
 from .access.admission import Admission
 from .access.front_door import FrontDoor
 from .access.hosts import AllowedHosts
-from .access.limits import UserLimits
 from .access.peers import ProxyTrust
 from .access.sessions import ChatCount, ChatsPerAddress, OpenChats
-from .access.shared_limits import LIMITS_FILE, SharedChatCount, SharedUserLimits
+from .access.shared_limits import LIMITS_FILE, SharedChatCount
+from .access.turns import Turns
 from .arrival import Arrival
 from .chainlit_door import Step, drop_blocking_sleep, guard_module_getattr, private_files_folder
 from .conversation import Seal
@@ -56,7 +57,7 @@ class Runtime:
     seal on the exchanges the app records (set again once the history is open)."""
 
     engine: ChatClient
-    limits: UserLimits | SharedUserLimits
+    limits: Turns  # the visitors' limits, the replies at once and their line
     history_url: str | None  # where signed-in users' chats are kept; None: nowhere
     seal: Seal
     trust: ProxyTrust  # the proxy whose forwarded addresses count
@@ -80,21 +81,23 @@ def _seal() -> Seal:
     return Seal(hmac.new(secret, b"ernie-chat exchange", hashlib.sha256).digest())
 
 
-def _limits(
-    engine: ChatClient, group: Attachment | None
-) -> tuple[UserLimits | SharedUserLimits, OpenChats]:
-    """This process's limits, or, in a group of workers, the group's (one file they share);
-    the replies at once over all users, unset: twice what the engine cores batch."""
-    settings = engine.settings
+def _limits(engine: ChatClient, group: Attachment | None) -> tuple[Turns, OpenChats]:
+    """This process's limits and line, or, in a group of workers, the group's (one file
+    they share), each engine core's slots and line its share of the settings'."""
+    settings, cores = engine.settings, 1 if group is None else group.plan.engines
+    slots = settings.max_replies or 2 * engine.chats_at_once
+    line = slots if settings.max_waiting is None else settings.max_waiting
     values = {
         "max_replies": settings.user_max_replies,
         "per_minute": settings.user_messages_per_minute,
-        "max_total": settings.max_replies or 2 * engine.chats_at_once,
+        "slots": math.ceil(slots / cores),
+        "line": math.ceil(line / cores),
     }
     if group is None:
-        return UserLimits(**values), ChatCount()
+        return Turns(":memory:", worker=0, core=0, **values), ChatCount()
     shared, worker = group.folder / LIMITS_FILE, group.worker
-    return SharedUserLimits(shared, worker=worker, **values), SharedChatCount(shared, worker=worker)
+    core = worker // group.plan.workers
+    return Turns(shared, worker=worker, core=core, **values), SharedChatCount(shared, worker=worker)
 
 
 def _configured() -> Runtime | None:

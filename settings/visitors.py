@@ -129,8 +129,17 @@ class AccessSettings(RecordedSettings):
     max_replies: int | None = Field(
         None,
         ge=1,
-        description="Replies the app runs at once over all users (more get a polite busy "
-        "answer); unset: twice what the engine cores batch at once.",
+        description="Replies the app runs at once over all users, shared evenly by the "
+        "engine cores (more wait in line: ERNIE_MAX_WAITING); unset: twice what the engine "
+        "cores batch at once.",
+    )
+    max_waiting: int | None = Field(
+        None,
+        ge=0,
+        description="Messages that may wait in line for a reply while ERNIE_MAX_REPLIES run, "
+        "over all users, shared evenly by the engine cores (more get a polite busy answer; "
+        "0: none wait); unset: as many as ERNIE_MAX_REPLIES, so the last in line waits "
+        "about one reply's time.",
     )
     user_messages_per_minute: int = Field(
         20, ge=1, description="Messages one user may send a minute."

@@ -35,6 +35,7 @@ OPEN_ENV = {
     "ERNIE_USER_MAX_REPLIES": "2",
     "ERNIE_USER_MESSAGES_PER_MINUTE": "5",
     "ERNIE_MAX_REPLIES": "1",
+    "ERNIE_MAX_WAITING": "8",
     "ERNIE_MAX_CHATS_PER_ADDRESS": "3",
     "ERNIE_AUTH_PROXY_SECRET": PROXY_SECRET,
     # The doors for connections and sessions, at sizes a test sees within seconds.
@@ -123,6 +124,7 @@ def signed_group_loading(
     folder = users_file.parent / "signed-group"
     folder.mkdir()
     env = _remote(scripted_model, vllm_loading, 16) | SIGNED_ENV | {"ERNIE_WORKERS": "2"}
+    env |= {"ERNIE_MAX_REPLIES": "2", "ERNIE_MAX_WAITING": "16"}  # a line over both workers
     env |= {"ERNIE_USERS_FILE": str(users_file), "ERNIE_HISTORY_URL": "off"}
     with AppServer.run(env, folder / "group.log", prefix=background.lowest_priority()) as app:
         yield app

@@ -67,8 +67,7 @@ class Reply:
 class ChatClient:
     def __init__(self, sio: socketio.AsyncClient) -> None:
         self._sio = sio
-        self._reply: Reply | None = None
-        self._reply_id: str | None = None
+        self._reply, self._reply_id = None, None  # type: tuple[Reply | None, str | None]
         self._done = asyncio.Event()
         self._started = asyncio.Event()  # the chat's start (or resume) task ended
         self._tasks: list[str] = []  # task_start and task_end, as they came
@@ -213,8 +212,9 @@ class ChatClient:
         return bool(self._sio.connected and "/" in self._sio.namespaces)
 
     async def _on_update_message(self, step: dict[str, Any]) -> None:
-        """A message in its final form again (a reply that ended while the socket was
-        gone, shown when it came back)."""
+        """A reply in its final form again (it ended while the socket was gone), or a notice
+        updated in place (a place in line)."""
+        self.messages.append(step.get("output") or "")
         if self._reply is not None and step.get("id") == self._reply_id:
             self._final(step["output"])
 

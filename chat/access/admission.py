@@ -6,9 +6,10 @@ keeps it in the session's context before the app's ``on_message`` runs; its
 already cost disk and memory: five 3 MiB messages grew the history by 22 MB. Here both
 events pass a front door first: the payload must be a chat message, its text is checked
 (``engine.check_message``: empty, too long) and cleaned, and the visitor's limits are
-counted (``chat.access.limits``). A refusal is answered in words and goes nowhere else: not
-to the history, not into the chat's context, not as the chat's name. An admitted message's
-place in the limits is given back when its handling ends, however it ends.
+counted (``chat.access.turns``: it gets a ticket, running or waiting in line, handed over
+to its reply by the message's id). A refusal is answered in words and goes nowhere else:
+not to the history, not into the chat's context, not as the chat's name. An admitted
+message's ticket is given back when its handling ends, however it ends.
 
 Usage (``chat.chainlit_door.wire`` wires the steps)::
 
@@ -35,9 +36,9 @@ from ..chainlit_door import Handler, chat_messages, enter, say, session_task
 from ..errors import MalformedMessageError
 from ..ui.i18n import chat_strings
 from ..ui.render import error_text
-from .limits import LimitExceededError, UserLimits
+from .limits import LimitExceededError
 from .peers import ProxyTrust
-from .shared_limits import SharedUserLimits
+from .turns import Ticket, Turns
 
 __all__ = ["Admission", "refuse", "visitor"]
 
@@ -78,22 +79,24 @@ def _text_of(payload: Any) -> str:
 @dataclass(frozen=True)
 class Admission:
     check: Callable[[str], str]  # the engine's message check: cleaned text, or refused
-    limits: UserLimits | SharedUserLimits
+    limits: Turns
     trust: ProxyTrust
 
-    def admit(self, session: WebsocketSession, payload: Any, *, edit: bool = False) -> str:
-        """Check and clean the message in ``payload``; count it. The visitor it counted."""
+    def admit(self, session: WebsocketSession, payload: Any, *, edit: bool = False) -> Ticket:
+        """Check and clean the message in ``payload``; count it. Its ticket, handed over to
+        its reply."""
         text = _text_of(payload)
         if edit:
             _edited(session, payload)
         who = visitor(session, self.trust)
-        self.limits.admit(who, now=time.monotonic())  # counted, refused below or not
+        ticket = self.limits.admit(who, now=time.monotonic())  # counted, refused below or not
         try:
             payload["message"]["output"] = self.check(text)
         except MessageRefusedError:
-            self.limits.done(who)  # no reply will run
+            self.limits.done(ticket)  # no reply will run
             raise
-        return who
+        self.limits.hand_over(payload["message"]["id"], ticket)
+        return ticket
 
     def message(self, handler: Handler) -> Handler:
         """``client_message`` behind the door: checked, cleaned and counted first."""
@@ -122,7 +125,7 @@ def _admitting(admission: Admission, handler: Handler, *, edit: bool) -> Handler
         metrics.MESSAGES.inc()
         session = WebsocketSession.require(sid)
         try:
-            who = admission.admit(session, payload, edit=edit)
+            ticket = admission.admit(session, payload, edit=edit)
         except (MalformedMessageError, MessageRefusedError, LimitExceededError) as exc:
             logger.debug("message refused (%s): %s", type(exc).__name__, exc)
             await refuse(session, exc)
@@ -131,17 +134,17 @@ def _admitting(admission: Admission, handler: Handler, *, edit: bool) -> Handler
             try:
                 return await handler(sid, payload)
             finally:
-                admission.limits.done(who)
+                admission.limits.done(ticket)
         try:
             result = await handler(sid, payload)
         except BaseException:
-            admission.limits.done(who)
+            admission.limits.done(ticket)
             raise
         task = session_task(session)
         if task is not None:
-            task.add_done_callback(lambda _: admission.limits.done(who))
+            task.add_done_callback(lambda _: admission.limits.done(ticket))
         else:
-            admission.limits.done(who)
+            admission.limits.done(ticket)
         return result
 
     return admitted

@@ -1,26 +1,23 @@
-"""Limits: replies at once per user and over all users, messages per user and minute.
+"""Limits: the refusal a visitor's limits give, and the sign-in tries and sign-outs of
+one process (a group's are ``chat.access.shared_limits``; replies at once and messages a
+minute are ``chat.access.turns``).
 
 Pure bookkeeping (no I/O, the clock is passed in), so it can be tested on its own.
-
-Usage::
-
-    limits = UserLimits(max_replies=2, per_minute=20, max_total=512)
-    limits.admit("alice", now=time.monotonic())   # LimitExceededError if over a limit
-    try: ... finally: limits.done("alice")
 """
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import deque
 from typing import Literal
 
-__all__ = ["LimitExceededError", "SignInAttempts", "SignOuts", "UserLimits"]
+__all__ = ["WINDOW_S", "LimitExceededError", "SignInAttempts", "SignOuts"]
 
 WINDOW_S = 60.0
 
 
 class LimitExceededError(Exception):
-    """The user is over a per-user limit; ``retry_after_s`` when waiting helps."""
+    """The user is over a per-user limit, or the line is full (``busy``); ``retry_after_s``
+    when waiting helps."""
 
     def __init__(
         self,
@@ -33,44 +30,6 @@ class LimitExceededError(Exception):
         self.value = value
         self.retry_after_s = retry_after_s
         super().__init__(f"over the limit {limit}={value}")
-
-
-class UserLimits:
-    def __init__(self, *, max_replies: int, per_minute: int, max_total: int) -> None:
-        self._max_replies = max_replies
-        self._per_minute = per_minute
-        self._max_total = max_total  # replies at once over all users
-        self._replying: defaultdict[str, int] = defaultdict(int)
-        self._sent: defaultdict[str, deque[float]] = defaultdict(deque)
-
-    def admit(self, user: str, *, now: float) -> None:
-        """Count a message of ``user`` that will get a reply; refuse it if over a limit."""
-        self._forget_idle(now)
-        sent = self._sent[user]
-        while sent and sent[0] <= now - WINDOW_S:
-            sent.popleft()
-        if len(sent) >= self._per_minute:
-            wait = sent[0] + WINDOW_S - now
-            raise LimitExceededError("per_minute", self._per_minute, retry_after_s=wait)
-        sent.append(now)  # counted even if refused below: a refusal is a message too
-        if self._replying[user] >= self._max_replies:
-            raise LimitExceededError("replies", self._max_replies, retry_after_s=None)
-        if sum(self._replying.values()) >= self._max_total:
-            raise LimitExceededError("busy", self._max_total, retry_after_s=None)
-        self._replying[user] += 1
-
-    def _forget_idle(self, now: float) -> None:
-        """Drop the users with no message in the window (what is kept stays bounded)."""
-        idle = [u for u, sent in self._sent.items() if not sent or sent[-1] <= now - WINDOW_S]
-        for user in idle:
-            if user not in self._replying:
-                del self._sent[user]
-
-    def done(self, user: str) -> None:
-        """A reply admitted for ``user`` has ended (finished, stopped or failed)."""
-        self._replying[user] -= 1
-        if self._replying[user] <= 0:
-            del self._replying[user]
 
 
 class SignInAttempts:

@@ -4,12 +4,13 @@ A browser stays on its worker, but one user (two browsers, a script) or one addr
 reach several: counted in each worker alone, every limit would be N times too wide. The
 workers count in one SQLite file in the group's folder instead, each count kept under
 the worker that holds it: the launcher forgets a worker's counts when it starts it again
-(``forget``), so counts of dead workers never linger. Each check is one short ``BEGIN
+(``forget``), so counts of dead workers never linger. ``Store`` is the file, for
+``chat.access.turns`` too. Each check is one short ``BEGIN
 IMMEDIATE`` transaction (a fraction of a millisecond on a local disk).
 
 Usage::
 
-    limits = SharedUserLimits(path, worker=3, max_replies=2, per_minute=20, max_total=512)
+    turns = Turns(path, worker=3, core=1, ...)  # replies and their line: chat.access.turns
     chats = SharedChatCount(path, worker=3)
     chats.open(address, most=50)  # False: the address holds ``most`` chats already
     chats.close(address)
@@ -22,15 +23,16 @@ import contextlib
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from .limits import WINDOW_S, LimitExceededError, SignInAttempts
+from .limits import SignInAttempts
 
 __all__ = [
     "LIMITS_FILE",
     "SharedChatCount",
     "SharedSignInAttempts",
     "SharedSignOuts",
-    "SharedUserLimits",
+    "Store",
     "forget",
 ]
 
@@ -39,9 +41,13 @@ LIMITS_FILE = "limits.db"  # in the group's folder
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sent (user TEXT NOT NULL, at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS sent_by_user ON sent (user, at);
-CREATE TABLE IF NOT EXISTS replying (
-  user TEXT NOT NULL, worker INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (user, worker)
+CREATE TABLE IF NOT EXISTS tickets (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, user TEXT NOT NULL, worker INTEGER NOT NULL,
+  core INTEGER NOT NULL, started REAL
 );
+CREATE INDEX IF NOT EXISTS tickets_by_core ON tickets (core, started, id);
+CREATE INDEX IF NOT EXISTS tickets_by_user ON tickets (user, core, id);
+CREATE TABLE IF NOT EXISTS held (core INTEGER NOT NULL, s REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS chats (
   address TEXT NOT NULL, worker INTEGER NOT NULL, n INTEGER NOT NULL,
   PRIMARY KEY (address, worker)
@@ -55,12 +61,13 @@ CREATE TABLE IF NOT EXISTS sign_outs (
 """
 
 
-class _Store:
-    def __init__(self, path: Path, worker: int) -> None:
+class Store:
+    def __init__(self, path: Path | str, worker: int) -> None:
         self.worker = worker
         # autocommit mode: each ``transaction()`` is one explicit BEGIN IMMEDIATE ... COMMIT
         self._db = sqlite3.connect(path, timeout=10, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # counts, not records: no fsync a commit
         self._db.executescript(SCHEMA)
 
     def close(self) -> None:
@@ -81,53 +88,19 @@ class _Store:
         row = self._db.execute(sql, args).fetchone()
         return int(row[0] or 0) if row else 0
 
+    def row(self, sql: str, *args: object) -> tuple[Any, ...]:
+        return tuple(self._db.execute(sql, args).fetchone())
 
-class SharedUserLimits:
-    """``chat.access.limits.UserLimits`` over every worker of the group."""
-
-    def __init__(
-        self, path: Path, *, worker: int, max_replies: int, per_minute: int, max_total: int
-    ) -> None:
-        self._store = _Store(path, worker)
-        self._max_replies = max_replies
-        self._per_minute = per_minute
-        self._max_total = max_total
-
-    def admit(self, user: str, *, now: float) -> None:
-        """Count a message of ``user`` that will get a reply; refuse it if over a limit."""
-        store = self._store
-        with store.transaction() as db:
-            db.execute("DELETE FROM sent WHERE at <= ?", (now - WINDOW_S,))
-            count, oldest = db.execute(
-                "SELECT COUNT(*), MIN(at) FROM sent WHERE user = ?", (user,)
-            ).fetchone()
-            if count >= self._per_minute:
-                wait = oldest + WINDOW_S - now
-                raise LimitExceededError("per_minute", self._per_minute, retry_after_s=wait)
-            db.execute("INSERT INTO sent (user, at) VALUES (?, ?)", (user, now))
-            if store.total("SELECT SUM(n) FROM replying WHERE user = ?", user) >= self._max_replies:
-                raise LimitExceededError("replies", self._max_replies, retry_after_s=None)
-            if store.total("SELECT SUM(n) FROM replying") >= self._max_total:
-                raise LimitExceededError("busy", self._max_total, retry_after_s=None)
-            db.execute(
-                "INSERT INTO replying (user, worker, n) VALUES (?, ?, 1) "
-                "ON CONFLICT (user, worker) DO UPDATE SET n = n + 1",
-                (user, store.worker),
-            )
-
-    def done(self, user: str) -> None:
-        """A reply admitted for ``user`` has ended (finished, stopped or failed)."""
-        with self._store.transaction() as db:
-            mine = (user, self._store.worker)
-            db.execute("UPDATE replying SET n = n - 1 WHERE user = ? AND worker = ?", mine)
-            db.execute("DELETE FROM replying WHERE n <= 0")
+    def run(self, sql: str, *args: object) -> int:
+        """Run one statement; the new row's id (an INSERT's)."""
+        return int(self._db.execute(sql, args).lastrowid or 0)
 
 
 class SharedChatCount:
     """Chats open per client address over every worker (``chat.access.sessions``)."""
 
     def __init__(self, path: Path, *, worker: int) -> None:
-        self._store = _Store(path, worker)
+        self._store = Store(path, worker)
 
     def open(self, address: str, *, most: int) -> bool:
         """Count a chat of ``address``; False (not counted) if it holds ``most`` already."""
@@ -156,7 +129,7 @@ class SharedSignInAttempts:
     def __init__(
         self, path: Path, *, max_failures: int = 10, window_s: float = 300.0, slowest_s: float = 8.0
     ) -> None:
-        self._store = _Store(path, -1)
+        self._store = Store(path, -1)
         self._max_failures = max_failures
         self._window_s = window_s
         self._slowest_s = slowest_s
@@ -195,7 +168,7 @@ class SharedSignOuts:
     """``chat.access.limits.SignOuts`` over every worker of the group."""
 
     def __init__(self, path: Path) -> None:
-        self._store = _Store(path, -1)
+        self._store = Store(path, -1)
 
     def sign_out(self, user: str, signed_in_at: float, *, until: float, now: float) -> None:
         with self._store.transaction() as db:
@@ -211,11 +184,11 @@ class SharedSignOuts:
 
 def forget(path: Path, workers: list[int]) -> None:
     """Drop what ``workers`` counted: they ended, and start again with nothing running."""
-    store = _Store(path, -1)
+    store = Store(path, -1)
     marks = ",".join("?" * len(workers))
     try:
         with store.transaction() as db:
-            db.execute(f"DELETE FROM replying WHERE worker IN ({marks})", workers)
+            db.execute(f"DELETE FROM tickets WHERE worker IN ({marks})", workers)
             db.execute(f"DELETE FROM chats WHERE worker IN ({marks})", workers)
     finally:
         store.close()

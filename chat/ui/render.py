@@ -21,6 +21,7 @@ from engine import (
 )
 
 from ..access.limits import LimitExceededError
+from ..access.turns import Place
 from ..errors import MalformedMessageError
 from .i18n import Strings
 from .markdown import fix_cjk_emphasis, protect_dollars
@@ -115,6 +116,16 @@ def footer_notes(
     return notes
 
 
+def line_text(place: Place, t: Strings) -> str:
+    """A waiting message's place in line and its wait, as "In line: 3rd, about 4 s"."""
+    number, suffixes = place.number, t.table["ordinal_suffixes"]
+    last = "other" if 10 <= number % 100 <= 20 else str(number % 10)  # 11th, 21st
+    values = {"number": number, "suffix": suffixes.get(last, suffixes["other"])}
+    if place.wait_s is None:
+        return t("in_line", **values)
+    return t("in_line_wait", seconds=max(1, math.ceil(place.wait_s)), **values)
+
+
 def _as_footer(notes: list[str]) -> str:
     return "\n\n" + "\n".join(f"*{note}*  " for note in notes) if notes else ""
 
@@ -135,7 +146,7 @@ def error_text(exc: Exception, t: Strings) -> str | None:
     reports it, and the user gets its reference)."""
     if isinstance(exc, LimitExceededError):
         if exc.limit == "busy":
-            return t("busy", limit=exc.value)
+            return t("busy")
         if exc.retry_after_s is None:
             return t("limit_replies", limit=exc.value)
         seconds = max(1, math.ceil(exc.retry_after_s))

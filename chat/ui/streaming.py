@@ -21,14 +21,22 @@ from engine import (
 )
 
 from .. import metrics
+from ..access.turns import Place, Ticket, Turns
 from ..conversation import Conversation
 from ..export import NOTES_KEY
 from .failures import send_error
 from .i18n import chat_strings, t
 from .panel import send_settings_panel
-from .render import engine_notes, final_reply, footer_notes, loading_text
+from .render import engine_notes, final_reply, footer_notes, line_text, loading_text
 
-__all__ = ["EXPORT", "REGENERATE", "announce_engine", "show_notice", "stream_reply"]
+__all__ = [
+    "EXPORT",
+    "REGENERATE",
+    "announce_engine",
+    "show_notice",
+    "stream_reply",
+    "wait_in_line",
+]
 
 LOADING_REFRESH_S = 1.0
 REGENERATE = "regenerate"  # the actions under the last reply (chat.handlers)
@@ -57,6 +65,25 @@ async def announce_engine(engine: ChatClient) -> None:
         await (notice.update() if loading else notice.send())
     if ready:
         await send_settings_panel(engine)
+
+
+async def wait_in_line(turns: Turns, ticket: Ticket) -> None:
+    """Until the message's turn: its place and wait shown, updated in place as the line
+    moves (a passing notice, gone when the reply starts)."""
+    notice = cl.Message(content="")
+
+    async def show(place: Place) -> None:
+        shown = bool(notice.content)
+        notice.content = line_text(place, chat_strings())
+        step = notice.to_dict()
+        await (cl.context.emitter.update_step(step) if shown else _show(notice))
+
+    try:
+        await turns.wait_turn(ticket, show)
+    finally:
+        if notice.content:
+            with contextlib.suppress(Exception):  # the chat may be gone (a closed tab)
+                await _hide(notice)
 
 
 async def stream_reply(

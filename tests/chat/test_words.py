@@ -12,6 +12,7 @@ from typing import Any, get_args
 import pytest
 
 from chat.access.limits import LimitExceededError
+from chat.access.turns import Place
 from chat.errors import MalformedMessageError
 from chat.ui import i18n
 from chat.ui.i18n import Strings, strings_for
@@ -22,6 +23,7 @@ from chat.ui.render import (
     final_reply,
     footer,
     footer_notes,
+    line_text,
 )
 from engine import (
     EngineFailedError,
@@ -171,3 +173,15 @@ def test_the_context_meter_and_its_warning_in_both_languages() -> None:
             end("stop", prompt=3000, tokens=900), t, context=4096, reply_budget=1024
         )
         assert "100%" in full
+
+
+def test_a_place_in_line_and_its_wait_in_both_languages() -> None:
+    english, chinese = strings_for("en-US"), strings_for("zh-CN")
+    places = [line_text(Place(n, None), english).split(".")[0] for n in (1, 2, 3, 4, 11, 12, 21)]
+    assert places == [
+        f"⏳ In line: {p}" for p in ["1st", "2nd", "3rd", "4th", "11th", "12th", "21st"]
+    ]
+    assert line_text(Place(3, 3.2), english).startswith("⏳ In line: 3rd, about 4 s.")
+    assert line_text(Place(3, 3.2), chinese).startswith("⏳ 排队中：第 3 位，约 4 秒。")
+    assert line_text(Place(1, 0.01), chinese).startswith("⏳ 排队中：第 1 位，约 1 秒。")
+    assert line_text(Place(12, None), chinese).startswith("⏳ 排队中：第 12 位。")

@@ -7,38 +7,39 @@ from pathlib import Path
 import pytest
 
 from chat.access.limits import LimitExceededError
-from chat.access.shared_limits import SharedChatCount, SharedUserLimits, forget
+from chat.access.shared_limits import SharedChatCount, forget
+from chat.access.turns import Turns
 
 
-def two_workers(path: Path, **limits: int) -> tuple[SharedUserLimits, SharedUserLimits]:
-    return SharedUserLimits(path, worker=0, **limits), SharedUserLimits(path, worker=1, **limits)
+def two_workers(path: Path, **limits: int) -> tuple[Turns, Turns]:
+    """Two workers of one engine core, counting in one file."""
+    values = {"line": 0} | limits
+    return Turns(path, worker=0, core=0, **values), Turns(path, worker=1, core=0, **values)
 
 
 def test_a_user_replying_on_one_worker_is_refused_on_the_other(tmp_path: Path) -> None:
-    one, other = two_workers(tmp_path / "limits.db", max_replies=2, per_minute=10, max_total=9)
-    one.admit("alice", now=0.0)
+    one, other = two_workers(tmp_path / "limits.db", max_replies=2, per_minute=10, slots=9)
+    first = one.admit("alice", now=0.0)
     other.admit("alice", now=1.0)
     with pytest.raises(LimitExceededError) as refused:
         one.admit("alice", now=2.0)
     assert refused.value.limit == "replies"
     other.admit("bob", now=2.0)  # another user is not affected
-    one.done("alice")
+    one.done(first)
     other.admit("alice", now=3.0)  # a place came back, wherever it was freed
 
 
 def test_messages_a_minute_and_the_total_count_over_the_group(tmp_path: Path) -> None:
-    one, other = two_workers(tmp_path / "limits.db", max_replies=9, per_minute=3, max_total=3)
-    one.admit("alice", now=0.0)
-    other.admit("bob", now=0.0)
-    one.admit("carol", now=0.0)
+    one, other = two_workers(tmp_path / "limits.db", max_replies=9, per_minute=3, slots=3)
+    running = [(one, one.admit("alice", now=0.0)), (other, other.admit("bob", now=0.0))]
+    running.append((one, one.admit("carol", now=0.0)))
     with pytest.raises(LimitExceededError) as busy:
-        other.admit("dave", now=1.0)
+        other.admit("dave", now=1.0)  # the core's three slots are taken, and no line
     assert busy.value.limit == "busy"
-    for worker, user in ((one, "alice"), (other, "bob"), (one, "carol")):
-        worker.done(user)  # a reply ends on the worker that runs it
+    for worker, ticket in running:
+        worker.done(ticket)  # a reply ends on the worker that runs it
     for at in (2.0, 2.5):  # alice's second and third message this minute
-        one.admit("alice", now=at)
-        one.done("alice")
+        one.done(one.admit("alice", now=at))
     with pytest.raises(LimitExceededError) as fast:
         other.admit("alice", now=3.0)  # the fourth, on the other worker
     assert fast.value.limit == "per_minute" and fast.value.retry_after_s == pytest.approx(57.0)
@@ -57,7 +58,7 @@ def test_chats_per_address_count_over_the_group(tmp_path: Path) -> None:
 
 def test_a_restarted_workers_counts_are_forgotten_and_the_others_kept(tmp_path: Path) -> None:
     path = tmp_path / "limits.db"
-    one, other = two_workers(path, max_replies=2, per_minute=10, max_total=9)
+    one, other = two_workers(path, max_replies=2, per_minute=10, slots=9)
     one.admit("alice", now=0.0)
     other.admit("alice", now=0.0)
     chats = SharedChatCount(path, worker=1)

@@ -1,0 +1,128 @@
+"""The replies at once and their line (``chat.access.turns``), on its own: a visitor's
+limits, each core's slots, a fair and bounded line, places and waits, over one process
+and over two workers sharing one file."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from chat.access.limits import WINDOW_S, LimitExceededError
+from chat.access.turns import Place, Ticket, Turns
+
+
+def turns(path: Path | str = ":memory:", **values: int) -> Turns:
+    limits = {"worker": 0, "core": 0, "max_replies": 9, "per_minute": 99, "slots": 1, "line": 9}
+    return Turns(path, **(limits | values))
+
+
+def places(line: Turns, tickets: list[Ticket]) -> list[int | None]:
+    found = [line.place(ticket, now=0.0) for ticket in tickets]
+    return [None if place is None else place.number for place in found]
+
+
+def test_a_visitor_counts_replies_at_once_and_messages_a_minute() -> None:
+    line = turns(max_replies=2, per_minute=3, slots=9)
+    first = line.admit("alice", now=0)
+    line.admit("alice", now=1)
+    with pytest.raises(LimitExceededError) as many:
+        line.admit("alice", now=2)  # refused, and still counted: a message is a message
+    assert many.value.limit == "replies" and many.value.retry_after_s is None
+    line.admit("bob", now=2)  # one user's limits are not another's
+    line.done(first)
+    with pytest.raises(LimitExceededError) as fast:
+        line.admit("alice", now=3)  # room for a reply, but three messages this minute
+    assert fast.value.limit == "per_minute" and fast.value.retry_after_s == WINDOW_S - 3
+    line.admit("alice", now=WINDOW_S + 2.5)  # the first three left the window
+
+
+def test_past_the_slots_a_message_waits_and_past_the_line_it_is_refused() -> None:
+    line = turns(slots=2, line=2)
+    running = [line.admit(user, now=0) for user in ("alice", "bob")]
+    assert all(ticket.started is not None for ticket in running)
+    waiting = [line.admit(user, now=0) for user in ("carol", "dave")]
+    assert places(line, waiting) == [1, 2]
+    with pytest.raises(LimitExceededError) as full:
+        line.admit("erin", now=0)
+    assert full.value.limit == "busy"
+    line.done(running[0])
+    assert places(line, waiting) == [None, 1]  # carol's turn came; dave is next
+    line.done(waiting[0])
+    assert places(line, waiting[1:]) == [None]
+
+
+def test_a_waiting_message_is_one_of_its_visitors_replies_and_leaving_frees_its_place() -> None:
+    line = turns(max_replies=2, slots=1)
+    line.admit("alice", now=0)
+    bob = [line.admit("bob", now=0), line.admit("bob", now=0)]
+    with pytest.raises(LimitExceededError) as many:
+        line.admit("bob", now=0)
+    assert many.value.limit == "replies"
+    line.done(bob[0])  # stopped while waiting
+    assert places(line, bob[1:]) == [1]
+    line.admit("bob", now=0)
+
+
+def test_the_line_is_fair_across_visitors_and_in_order_within_one() -> None:
+    """Alice's five tabs queue behind each other's first, not before Bob and Carol."""
+    line = turns(slots=1, line=20)
+    line.admit("someone", now=0)
+    alice = [line.admit("alice", now=0) for _ in range(5)]
+    bob, carol = line.admit("bob", now=0), line.admit("carol", now=0)
+    assert places(line, [alice[0], bob, carol, *alice[1:]]) == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_the_wait_is_estimated_from_the_cores_recent_replies() -> None:
+    line = turns(slots=2)
+    first = [line.admit("a", now=0), line.admit("b", now=0)]
+    waiting = line.admit("c", now=0)
+    line.admit("d", now=0)
+    assert line.place(waiting, now=0) == Place(1, None)  # no reply ended: no estimate
+    first[0].started = time.monotonic() - 4.0  # a reply that held its slot for 4 s
+    line.done(first[0])
+    assert line.place(waiting, now=0) is None  # its turn
+    later = line.admit("e", now=0)
+    place = line.place(later, now=0)
+    assert place is not None and place.number == 2  # d, then e; two slots of 4 s each
+    assert place.wait_s == pytest.approx(4.0, abs=0.1)
+
+
+def test_each_engine_core_has_its_own_slots_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "limits.db"
+    core0, core1 = turns(path, core=0, worker=0), turns(path, core=1, worker=2)
+    assert core0.admit("alice", now=0).started is not None
+    assert core1.admit("bob", now=0).started is not None  # core 0's slot is not core 1's
+    waiting = core0.admit("carol", now=0)
+    assert places(core0, [waiting]) == [1]
+
+
+def test_two_workers_of_a_core_share_its_slots_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "limits.db"
+    one, other = turns(path, worker=0), turns(path, worker=1)
+    running = one.admit("alice", now=0)
+    first, second = other.admit("bob", now=0), one.admit("carol", now=0)
+    assert places(one, [second]) == [2] and places(other, [first]) == [1]
+    one.done(running)  # freed on one worker, taken by the head of the line on the other
+    assert places(one, [second]) == [1] and places(other, [first]) == [None]
+
+
+async def test_a_waiting_message_is_woken_when_a_slot_is_freed_and_sees_its_places() -> None:
+    line = turns(slots=1)
+    running = line.admit("alice", now=0)
+    ahead, waiting = line.admit("bob", now=0), line.admit("carol", now=0)
+    seen: list[int] = []
+
+    async def show(place: Place) -> None:
+        seen.append(place.number)
+
+    waiter = asyncio.create_task(line.wait_turn(waiting, show))
+    await asyncio.sleep(0.05)
+    line.done(running)
+    await asyncio.sleep(0.05)
+    assert line.place(ahead, now=0) is None  # bob took the slot alice gave back
+    line.done(ahead)
+    await asyncio.wait_for(waiter, 1)
+    assert seen == [2, 1] and waiting.started is not None

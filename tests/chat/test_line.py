@@ -1,0 +1,85 @@
+"""The place in line under load, on the real app and the real engine: more chats than the
+replies at once, from several loopback addresses, back to back. Every message answered,
+in arrival order within each visitor, none lost, places shown; ``/metrics`` says how many
+waited and how long. On one process (``open_app``: one reply at once, eight may wait)
+and on two workers of one engine core behind the group's HAProxy (``signed_group``: two
+at once over the group, sixteen may wait: the workers share one line)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+
+import httpx
+
+from testing.accounts import OPS_TOKEN, PROXY, named, session_cookie
+from testing.chat_client import ChatClient, Reply
+from testing.servers import AppServer
+from testing.visitors import visitor
+
+IN_LINE = re.compile(r"In line: \d+(st|nd|rd|th)")
+
+
+def line_waits(url: str, headers: dict[str, str] | None = None) -> float:
+    """How many messages waited in line, per ``/metrics``."""
+    text = httpx.get(f"{url}/metrics", headers=headers, timeout=10).text
+    found = re.search(r"^ernie_line_wait_seconds_count(?:\{[^}]*\})? (\S+)$", text, re.M)
+    assert found, "no ernie_line_wait_seconds in /metrics"
+    return float(found.group(1))
+
+
+def signed_in(url: str, n: int) -> dict[str, str]:
+    """The session cookie of user ``line<n>``, named by the trusted proxy."""
+    return session_cookie(httpx.post(f"{url}/auth/header", headers=named(f"line{n}") | PROXY))
+
+
+async def test_more_chats_than_the_app_takes_wait_in_line_and_are_all_answered_in_order(
+    open_app: AppServer,
+) -> None:
+    """Four visitors, two tabs each, eight messages back to back; one reply at once."""
+    waited_before = line_waits(open_app.url)
+    visitors = [visitor() for _ in range(4)]
+    async with contextlib.AsyncExitStack() as stack:
+        tabs = [
+            [
+                await stack.enter_async_context(ChatClient.connect(open_app.url, source=v))
+                for _ in range(2)
+            ]
+            for v in visitors
+        ]
+        sends: list[asyncio.Task[Reply]] = []
+        for first, second in tabs:  # each visitor's first, then its second, in that order
+            sends.append(asyncio.create_task(first.send("你好")))
+            await asyncio.sleep(0.05)
+            sends.append(asyncio.create_task(second.send("再来一个")))
+            await asyncio.sleep(0.05)
+        replies = await asyncio.gather(*sends)
+    assert all(r.error is None and r.text for r in replies), [r.error for r in replies]
+    for n in range(0, 8, 2):  # within each visitor, arrival order
+        first, second = replies[n], replies[n + 1]
+        assert first.first_text_at is not None and second.first_text_at is not None
+        assert first.first_text_at < second.first_text_at
+    shown = [any(IN_LINE.search(m) for m in tab.messages) for pair in tabs for tab in pair]
+    assert sum(shown) >= 6, shown  # one ran at once; the others waited (one may slip in)
+    assert line_waits(open_app.url) - waited_before >= 6
+
+
+async def test_two_workers_share_one_line_behind_the_proxy(signed_group: AppServer) -> None:
+    """Six signed-in visitors from addresses of their own, through the one port."""
+    bearer = {"Authorization": f"Bearer {OPS_TOKEN}"}
+    waited_before = line_waits(signed_group.url, bearer)
+    async with contextlib.AsyncExitStack() as stack:
+        chats = [
+            await stack.enter_async_context(
+                ChatClient.connect(
+                    signed_group.url, headers=signed_in(signed_group.url, n), source=visitor()
+                )
+            )
+            for n in range(6)
+        ]
+        replies = await asyncio.gather(*(chat.send("你好") for chat in chats))
+    assert all(r.error is None and r.text for r in replies), [r.error for r in replies]
+    shown = [any(IN_LINE.search(m) for m in chat.messages) for chat in chats]
+    assert sum(shown) >= 2, shown  # two ran at once over both workers; the others waited
+    assert line_waits(signed_group.url, bearer) - waited_before >= 2
