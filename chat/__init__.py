@@ -37,12 +37,7 @@ def open_app(
     """Register the handlers with Chainlit and configure the runtime (imported here, on
     use: the package's modules import without Chainlit's app being set up)."""
     from . import handlers
-    from .runtime import configure
+    from .runtime import Comebacks, configure
 
-    return configure(
-        resume=handlers.resume_chat,
-        reconnected=handlers.reconnected,
-        seat=seat,
-        plan=plan,
-        engine=engine,
-    )
+    comebacks = Comebacks(handlers.resume_chat, handlers.resumed, handlers.reconnected)
+    return configure(comebacks, seat=seat, plan=plan, engine=engine)

@@ -10,11 +10,13 @@ could be handled before its chat was set up, and was lost. So:
 * a resumed chat's first message waits until the resume ran (Chainlit resumes inside its
   ``connection_successful`` handler), at most ``RESUME_WAIT_S``;
 * a socket that comes back to its session (a phone changing networks, a proxy restarting)
-  runs ``on_reconnect`` in the chat's context: what the chat missed is delivered.
+  runs ``on_reconnect`` in the chat's context: what the chat missed is delivered;
+* a resumed chat runs ``on_resumed`` once Chainlit sent the page its thread (what the
+  page shows after it is not overwritten by the thread): a reply being written is followed.
 
 Usage (``chat.chainlit_door.wire`` wires the steps)::
 
-    arrival = Arrival(on_reconnect=handlers.reconnected)
+    arrival = Arrival(on_reconnect=handlers.reconnected, on_resumed=handlers.resumed)
     {"connection_successful": [arrival.connected], "client_message": [arrival.message],
      "disconnect": [arrival.disconnected]}
 """
@@ -38,8 +40,10 @@ RESUME_WAIT_S = 10.0
 class Arrival:
     """The steps that put a chat's events in their order."""
 
-    def __init__(self, on_reconnect: Callable[[], Awaitable[None]]) -> None:
-        self._on_reconnect = on_reconnect
+    def __init__(
+        self, on_reconnect: Callable[[], Awaitable[None]], on_resumed: Callable[[], Awaitable[None]]
+    ) -> None:
+        self._on_reconnect, self._on_resumed = on_reconnect, on_resumed
         self._settled: dict[str, asyncio.Event] = {}  # by session: connection_successful ran
 
     def connected(self, connected: Handler) -> Handler:
@@ -52,6 +56,8 @@ class Arrival:
                 result = await connected(sid)  # Chainlit's: sets the chat's context here
                 if session is not None and session.restored:
                     await self._on_reconnect()
+                elif session is not None and session.thread_id_to_resume:
+                    await self._on_resumed()
                 return result
             finally:
                 if session is not None:

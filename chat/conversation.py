@@ -116,6 +116,13 @@ class Conversation:
         stored = asdict(exchange)
         return {EXCHANGE_KEY: stored, SIGNATURE_KEY: self.seal.sign(stored)}
 
+    def adopt(self, metadata: Mapping[str, Any]) -> None:
+        """The exchange another session of this chat recorded in a reply's ``metadata`` (a
+        reply a reloaded page followed), if the app signed it."""
+        for exchange in Conversation.restore([{"metadata": metadata}], self.seal)._exchanges:
+            self.rewind_to(exchange.message_id)
+            self._exchanges.append(exchange)
+
     @classmethod
     def restore(cls, steps: Iterable[Mapping[str, Any]], seal: Seal) -> Conversation:
         """The conversation a chat's messages recorded, oldest first: only exchanges the

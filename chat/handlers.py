@@ -25,22 +25,24 @@ from . import lifecycle, metrics
 from .access.admission import visitor
 from .access.limits import LimitExceededError
 from .access.turns import Ticket
-from .chainlit_door import answer_messages, run_as_task, trim_chat_messages
+from .chainlit_door import answer_messages, leaving, run_as_task, trim_chat_messages
 from .conversation import Conversation
 from .runtime import runtime
 from .ui.failures import reported, send_error
 from .ui.i18n import DEFAULT_LANGUAGE, strings_for, t
+from .ui.live import LiveReply
 from .ui.panel import PanelValueError, options_from
 from .ui.streaming import (
     EXPORT,
     REGENERATE,
     announce_engine,
+    follow_reply,
     show_notice,
     stream_reply,
     wait_in_line,
 )
 
-__all__ = ["reconnected", "resume_chat"]
+__all__ = ["reconnected", "resume_chat", "resumed"]
 
 CONTEXT_KEPT = 100  # messages of Chainlit's context a chat keeps (edits of recent ones)
 
@@ -70,8 +72,29 @@ async def start_chat() -> None:
 @reported
 async def resume_chat(thread: ThreadDict) -> None:
     """A chat from the history: what it recorded becomes the model's history again
-    (registered only when the history is on: ``chat.history``)."""
+    (registered only when the history is on: ``chat.history``). A reply still being
+    written for it (the page was reloaded) is sent with the thread as it stands, and
+    followed once the page has it (``resumed``)."""
+    live = runtime().live.of(thread["id"])
+    if live is not None:
+        thread["steps"].append(live.message.to_dict())
+    cl.user_session.set("following", live)
     open_chat(Conversation.restore(thread["steps"], runtime().seal))
+
+
+async def resumed() -> None:
+    """The page has its resumed thread: the reply being written is followed there."""
+    live = cl.user_session.get("following")
+    if live is not None:
+        cl.user_session.set("follower", asyncio.ensure_future(follow(live)))
+
+
+@reported
+async def follow(live: LiveReply) -> None:
+    """``live`` on this page to its end; its exchange then joins this chat's."""
+    metadata = await follow_reply(live)
+    if metadata is not None:
+        this_chat().adopt(metadata)
 
 
 def this_chat() -> Conversation:
@@ -171,10 +194,14 @@ async def answer_when_ready(
         # wait() neither re-raises the announcer's end (cancelled when a socket dropped
         # and the chat was restored) nor cancels it if this message is stopped.
         await asyncio.wait({announcer})
+    follower = cl.user_session.get("follower")
+    if follower is not None:  # a reply being written when the page was reloaded: first
+        await asyncio.wait({follower})
     if ticket is not None:
         await wait_in_line(runtime().limits, ticket)
     options = cl.user_session.get("options") or ChatOptions()
-    await stream_reply(engine, message_id, text, conversation, options)
+    live = runtime().live if runtime().history_url is not None else None
+    await stream_reply(engine, message_id, text, conversation, options, live)
 
 
 @cl.on_stop
@@ -187,15 +214,18 @@ async def stop_reply() -> None:
 @cl.on_chat_end
 @reported
 async def end_chat() -> None:
-    """A closed tab or a dropped socket: the engine is freed at once (a reply stopped so
-    says why when the socket comes back: ``reconnected``)."""
+    """A page gone (reloaded, closed) or a dropped socket. With the history on, its reply
+    is written to its end and stored (a reloaded page follows it: ``chat.ui.live``);
+    without, or for a new chat, the engine is freed at once (a reply stopped so says why
+    when the socket comes back: ``reconnected``)."""
     metrics.CHATS_OPEN.dec()
     cl.user_session.set("dropped", True)
-    cl.user_session.set("lost_request", cl.user_session.get("request_id"))
-    await abort_current_reply()
-    announcer = cl.user_session.get("announcer")
-    if announcer is not None:
-        announcer.cancel()
+    for task in (cl.user_session.get("announcer"), cl.user_session.get("follower")):
+        if task is not None:
+            task.cancel()
+    if runtime().history_url is None or leaving(cl.context.session):
+        cl.user_session.set("lost_request", cl.user_session.get("request_id"))
+        await abort_current_reply()
 
 
 async def reconnected() -> None:

@@ -2,7 +2,7 @@
 
 Usage (``chat.open_app``, from ``app.py`` or a group's worker)::
 
-    configure(resume=..., reconnected=..., seat=seat, plan=plan)  # a bad setting: exit 2
+    configure(Comebacks(resume=..., resumed=..., reconnected=...), seat=seat, plan=plan)
     runtime().engine     # from the handlers, afterwards
 
 The runtime lives on Chainlit's ASGI app (``app.state.runtime``, as vLLM's OpenAI server
@@ -46,9 +46,10 @@ from .chainlit_door import Step, drop_blocking_sleep, guard_module_getattr, priv
 from .conversation import Seal
 from .export import Exports
 from .history.setup import register as register_history
+from .ui.live import LiveReplies
 from .ui.panel import options_from
 
-__all__ = ["Runtime", "configure", "runtime"]
+__all__ = ["Comebacks", "Runtime", "configure", "runtime"]
 
 
 @dataclass
@@ -64,6 +65,7 @@ class Runtime:
     door: FrontDoor  # every socket event's first step (chat.access.front_door)
     steps: dict[str, list[Step]]  # the app's steps of each event, outermost first
     exports: Exports = field(default_factory=Exports)  # the export links' tokens
+    live: LiveReplies = field(default_factory=LiveReplies)  # replies a reload may follow
 
 
 def proxy_trust(settings: Settings) -> ProxyTrust:
@@ -128,10 +130,20 @@ def _engine(seat: Attachment | None, plan: Plan | None) -> ChatClient:
         raise SystemExit(2) from None
 
 
+@dataclass(frozen=True)
+class Comebacks:
+    """The handlers of a chat that comes back: resumed from the history (``resume`` with
+    its thread, then ``resumed`` once the page has it), or its socket back to its session
+    (``reconnected``)."""
+
+    resume: Callable[[ThreadDict], Awaitable[None]]
+    resumed: Callable[[], Awaitable[None]]
+    reconnected: Callable[[], Awaitable[None]]
+
+
 def configure(
+    comebacks: Comebacks,
     *,
-    resume: Callable[[ThreadDict], Awaitable[None]],
-    reconnected: Callable[[], Awaitable[None]],
     seat: Attachment | None = None,
     plan: Plan | None = None,
     engine: ChatClient | None = None,
@@ -152,7 +164,7 @@ def configure(
     current = _configured()
     if current is None:
         built = engine or _engine(seat, plan)
-        current = app.state.runtime = _build(built, seat, resume, reconnected)
+        current = app.state.runtime = _build(built, seat, comebacks)
     engine, settings, trust = current.engine, current.engine.settings, current.trust
     chainlit_door.wire(current.door.guard, current.steps)
     # A closed tab's session waits this long for its socket to come back (Chainlit: 1 h).
@@ -166,12 +178,7 @@ def configure(
     return current
 
 
-def _build(
-    engine: ChatClient,
-    seat: Attachment | None,
-    resume: Callable[[ThreadDict], Awaitable[None]],
-    reconnected: Callable[[], Awaitable[None]],
-) -> Runtime:
+def _build(engine: ChatClient, seat: Attachment | None, comebacks: Comebacks) -> Runtime:
     """The runtime around a new engine: its limits, sign-in and history registered, and
     the steps of the socket events (wired by ``configure``)."""
     settings = engine.settings
@@ -179,7 +186,7 @@ def _build(
     signed_in = sign_in.register(settings, None if seat is None else seat.folder / LIMITS_FILE)
     url = settings.kept_history_url
     if url is not None:
-        register_history(url, resume)
+        register_history(url, comebacks.resume)
     trust = proxy_trust(settings)
     door = FrontDoor(
         trust,
@@ -187,7 +194,8 @@ def _build(
         check_settings=lambda values: options_from(values, engine),
         close=chainlit_door.close_socket,
     )
-    arrival, admission = Arrival(reconnected), Admission(engine.check_message, limits, trust)
+    arrival = Arrival(comebacks.reconnected, comebacks.resumed)
+    admission = Admission(engine.check_message, limits, trust)
     steps: dict[str, list[Step]] = {
         "connection_successful": [arrival.connected],
         "client_message": [admission.message, arrival.message],

@@ -46,8 +46,21 @@ class Chat:
     sent: list[tuple[float, str, Any]] = field(default_factory=list)  # from the page
 
     @classmethod
-    async def open(cls, browser: Browser, url: str, locale: str = "en-US") -> Chat:
-        context = await browser.new_context(locale=locale, viewport={"width": 1100, "height": 900})
+    async def open(
+        cls,
+        browser: Browser,
+        url: str,
+        locale: str = "en-US",
+        headers: dict[str, str] | None = None,
+    ) -> Chat:
+        """A new tab (a browser of its own); ``headers`` go with its every request, the
+        websocket's too (a trusted proxy's: the visitor's address, a signed-in user)."""
+        viewport = {"width": 1100, "height": 900}
+        context = await browser.new_context(
+            locale=locale,
+            viewport=viewport,
+            extra_http_headers=headers,  # type: ignore[arg-type]
+        )
         page = await context.new_page()
         chat = cls(page)
         page.on("websocket", chat._watch)

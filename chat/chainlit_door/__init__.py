@@ -7,7 +7,8 @@ internal touched here against the installed versions and names the one that move
 
 * ``sockets``: the socket events' chains (``wire``), a socket closed from the server,
   frames, pings and origins of engine.io, a chat's messages in Chainlit's context, a
-  session's task, a notice said on a socket outside any handler, sessions held, an event received;
+  session's task, a session the page asked cleared, a notice said on a socket outside
+  any handler, sessions held, an event received;
 * ``server``: Chainlit's web app (routes put first, the sign-in's two functions wrapped,
   CORS origins, the files folder), the callbacks the app registered, the message
   handler without its step, the data layer's SQL session;
@@ -41,6 +42,7 @@ from .sockets import (
     check_socket_origins,
     close_socket,
     enter,
+    leaving,
     receive,
     run_as_task,
     say,
@@ -68,6 +70,7 @@ __all__ = [
     "drop_blocking_sleep",
     "enter",
     "guard_module_getattr",
+    "leaving",
     "private_files_folder",
     "receive",
     "run_action",

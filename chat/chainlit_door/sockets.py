@@ -123,6 +123,12 @@ def session_task(session: WebsocketSession) -> asyncio.Task[Any] | None:
     return task if isinstance(task, asyncio.Task) else None
 
 
+def leaving(session: Any) -> bool:
+    """The page asked Chainlit to clear its session (a new chat, not a reload: a reload
+    just closes the socket)."""
+    return bool(getattr(session, "to_clear", False))
+
+
 def enter(session: WebsocketSession) -> None:
     """This task works for ``session``: Chainlit's context (the chat's language, its
     user session, its emitter) is the session's from here on."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import chainlit as cl
 
@@ -26,6 +27,7 @@ from ..conversation import Conversation
 from ..export import NOTES_KEY
 from .failures import send_error
 from .i18n import chat_strings, t
+from .live import LiveReplies, LiveReply
 from .panel import send_settings_panel
 from .render import engine_notes, final_reply, footer_notes, line_text, loading_text
 
@@ -33,12 +35,14 @@ __all__ = [
     "EXPORT",
     "REGENERATE",
     "announce_engine",
+    "follow_reply",
     "show_notice",
     "stream_reply",
     "wait_in_line",
 ]
 
 LOADING_REFRESH_S = 1.0
+FOLLOW_S = 0.2  # how often a reloaded page is shown its reply's new text
 REGENERATE = "regenerate"  # the actions under the last reply (chat.handlers)
 EXPORT = "export"
 
@@ -92,13 +96,51 @@ async def stream_reply(
     text: str,
     conversation: Conversation,
     options: ChatOptions,
+    live: LiveReplies | None = None,
 ) -> None:
-    """Thinking indicator until the first text, buffered chunks, then notes and stats."""
+    """Thinking indicator until the first text, buffered chunks, then notes and stats;
+    with ``live`` (the history is on), a page reloaded meanwhile follows it."""
+    reply, thread_id = cl.Message(content=""), cl.context.session.thread_id
+    followed = None if live is None else live.start(thread_id, reply, message_id)
+    try:
+        await _write(engine, reply, (message_id, text), conversation, options)
+    finally:
+        if live is not None and followed is not None:
+            live.end(thread_id, followed)
+
+
+async def follow_reply(live: LiveReply) -> dict[str, Any] | None:
+    """A reply another session of this chat writes (``chat.ui.live``), on this page: each
+    change in place, then its final form with its buttons. Its metadata (the exchange),
+    or None if it ended with no text."""
+    message, shown = live.message, live.message.content
+    while not live.ended:
+        await asyncio.sleep(FOLLOW_S)
+        if message.content != shown:
+            shown = message.content
+            await cl.context.emitter.update_step(message.to_dict())
+    if not message.content:  # it failed before any text (the error was said there)
+        await _hide(message)
+        return None
+    await cl.context.emitter.update_step(message.to_dict())
+    final = cl.Message(content=message.content, id=message.id, metadata=message.metadata)
+    await _last_reply_is(final, sent=True)
+    return dict(message.metadata or {})
+
+
+async def _write(
+    engine: ChatClient,
+    reply: cl.Message,
+    turn: tuple[str, str],
+    conversation: Conversation,
+    options: ChatOptions,
+) -> None:
+    message_id, text = turn
     request_id = new_request_id()
     cl.user_session.set("request_id", request_id)
     thinking = cl.Message(content=t("thinking"))
     await _show(thinking)
-    reply, end = cl.Message(content=""), None
+    end = None
     metrics.REPLYING.inc()  # until the engine let the request go (the finally below)
     try:
         events = engine.chat(conversation.turns(), text, request_id=request_id, options=options)

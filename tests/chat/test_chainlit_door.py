@@ -82,6 +82,15 @@ def test_a_chats_messages_and_sessions_are_where_the_door_reads_them() -> None:
         assert callable(getattr(ChainlitEmitter, name, None)), moved(
             f"ChainlitEmitter.{name}", "not a method"
         )
+    socket_module = inspect.getsource(chainlit.socket)  # a page's "new chat" sets it
+    assert "session.to_clear = True" in socket_module and "if session.to_clear" in socket_module, (
+        moved("chainlit.socket's clear_session", "no longer sets WebsocketSession.to_clear")
+    )
+    resume, sent = "await config.code.on_chat_resume(thread)", "emitter.resume_thread(thread)"
+    assert 0 < socket_module.find(resume) < socket_module.find(sent), moved(
+        "chainlit.socket's connection_successful",
+        "the thread on_chat_resume gets is no longer the one sent to the page after it",
+    )
 
 
 def test_trimming_keeps_the_newest_messages() -> None:

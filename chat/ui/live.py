@@ -1,0 +1,55 @@
+"""Replies being written, by chat, so that a page reloaded mid-reply follows its reply.
+
+With the history on, a page that goes away (a reload, a closed tab, a dropped socket)
+does not stop its reply: the engine writes it to its end in the old session's task, which
+stores it in the history then, once. A reloaded page is a new session of the same chat
+(Chainlit resumes the thread from the history, where the reply is not yet): it is shown
+the reply as it stands within the resumed thread, then each change of it, in place, then
+its final form with its buttons (``chat.ui.streaming.follow_reply``). Nothing is
+generated twice, and nothing is stored twice: the new session only shows.
+
+Kept per process: a browser's reload comes back to its worker (the group's HAProxy pins
+it with a cookie), where its reply is being written.
+
+Usage::
+
+    live = replies.start(thread_id, reply)  # as the reply starts
+    replies.of(thread_id)                   # a resumed chat: its reply being written, if any
+    replies.end(thread_id, live)            # the reply ended, however: its final form is set
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["LiveReplies", "LiveReply"]
+
+
+@dataclass
+class LiveReply:
+    """A reply being written: its message (its text grows), and whether it ended."""
+
+    message: Any  # the cl.Message the old session writes into
+    message_id: str  # the user's message it answers
+    ended: bool = False
+
+
+class LiveReplies:
+    def __init__(self) -> None:
+        self._by_thread: dict[str, LiveReply] = {}
+
+    def start(self, thread_id: str, message: Any, message_id: str) -> LiveReply:
+        live = self._by_thread[thread_id] = LiveReply(message, message_id)
+        return live
+
+    def of(self, thread_id: str) -> LiveReply | None:
+        return self._by_thread.get(thread_id)
+
+    def end(self, thread_id: str, live: LiveReply) -> None:
+        live.ended = True
+        if self._by_thread.get(thread_id) is live:
+            del self._by_thread[thread_id]
+
+    def __len__(self) -> int:
+        return len(self._by_thread)

@@ -1,0 +1,80 @@
+"""The place in line and the reply that survives a reload, in Chromium, on the real app
+and the real engine (the session's ``vllm serve``).
+
+* ``open_app``: one reply at once; each tab a visitor of its own, named by the trusted
+  proxy's header (the browser speaks from 127.0.0.1 only).
+* ``signed_app``: sign-in and history; the tab signed in by the proxy's header.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import pytest
+from playwright.async_api import Browser, expect
+
+from testing.accounts import OPS_TOKEN, PROXY, forwarded, named, session_cookie
+from testing.browser import STATS_LINE, Chat, screenshot_path
+from testing.polling import until
+from testing.servers import AppServer
+from testing.visitors import visitor
+
+pytestmark = pytest.mark.engine
+
+LONGEST = 512  # the apps' ERNIE_MAX_TOKENS: a reply of some seconds
+BEARER = {"Authorization": f"Bearer {OPS_TOKEN}"}
+
+
+async def long_reply(chat: Chat, text: str) -> None:
+    """``text`` sent with the longest reply, once its text streams."""
+    await chat.set_max_tokens(LONGEST)
+    mark = await chat.send(text)
+    await chat.wait_for("stream_start", since=mark)
+
+
+@pytest.mark.parametrize(
+    ("locale", "words", "stats"),
+    [("en-US", "In line: 1st", STATS_LINE), ("zh-CN", "排队中：第 1 位", "首词元")],
+)
+async def test_a_message_past_the_cap_shows_its_place_then_its_reply(
+    open_app: AppServer, browser: Browser, locale: str, words: str, stats: str
+) -> None:
+    first = await Chat.open(browser, open_app.url, headers=forwarded(visitor()))
+    second = await Chat.open(browser, open_app.url, locale, headers=forwarded(visitor()))
+    await long_reply(first, "写一篇长文")
+    await second.send("你好")
+    await expect(second.page.get_by_text(words)).to_be_visible(timeout=30_000)
+    if locale == "en-US":
+        await second.page.screenshot(path=screenshot_path("line-en.png"))
+    done = second.assistant().filter(has_text=stats)
+    await expect(done).to_have_count(1, timeout=120_000)  # answered once its turn came
+    await expect(first.assistant().filter(has_text=STATS_LINE)).to_have_count(1)  # before it
+    await expect(second.page.get_by_text(words)).to_have_count(0)  # the place gone
+    for chat in (first, second):
+        await chat.close()
+
+
+async def test_a_reload_mid_reply_shows_the_whole_reply_and_the_history_holds_it_once(
+    signed_app: AppServer, browser: Browser
+) -> None:
+    user = named("tess") | PROXY
+    chat = await Chat.open(browser, signed_app.url, headers=user)
+    await long_reply(chat, "写一篇长文")
+    await until(lambda: "/thread/" in chat.page.url, 30, "the chat's own address")
+    thread_id = chat.page.url.rsplit("/", 1)[-1]
+    await chat.page.reload()  # mid-reply: the page goes, the reply goes on
+    replies = chat.assistant().filter(has_text="注意")
+    await expect(replies).to_have_count(1, timeout=30_000)  # as it stands
+    assert await chat.page.get_by_text(STATS_LINE).count() == 0, "the reply ended already"
+    await expect(replies.filter(has_text=STATS_LINE)).to_have_count(1, timeout=120_000)
+    await expect(chat.page.get_by_role("button", name="Regenerate")).to_have_count(1)
+    shown = await replies.inner_text()
+    cookie = session_cookie(httpx.post(f"{signed_app.url}/auth/header", headers=user))
+    thread = httpx.get(f"{signed_app.url}/project/thread/{thread_id}", headers=cookie)
+    stored = [s for s in json.loads(thread.text)["steps"] if "注意" in s["output"]]  # the model's
+    assert len(stored) == 1, stored  # one reply, not two
+    stats = re.search(r"\d+ tokens · first token \d+ ms", stored[0]["output"])
+    assert stats and stats.group(0) in shown  # the stored reply is the one shown
+    await chat.close()
