@@ -93,6 +93,10 @@ def _parser() -> argparse.ArgumentParser:
         help="the engines path's workers per core; more counts add engines-wN paths",
     )
     parser.add_argument(
+        "--caps", type=int, nargs="*", default=[], help="the engines path again with "
+        "ERNIE_MAX_REPLIES=N (its line as long): engines-capN paths, the place in line"
+    )  # fmt: skip
+    parser.add_argument(
         "--replicas", type=int, default=1, help="app processes on the remote path's server"
     )
     parser.add_argument(
@@ -169,9 +173,7 @@ async def _path(
     if path == "workers":
         group = {"ERNIE_WORKERS": str(args.workers)}
     elif path.startswith("engines"):
-        own = path.removeprefix("engines-w")  # engines-wN: N workers a core
-        workers = args.engine_workers[0] if path == "engines" else int(own)
-        group = {"ERNIE_ENGINES": str(args.engines), "ERNIE_WORKERS": str(workers)}
+        group = _group(path, args)
     if path in ("app", "chainlit", "workers") or path.startswith("engines"):
         burst, closed, rates = await app_path(
             loads, out, path=path, open_loop=open_loop, root=root, **group
@@ -184,10 +186,22 @@ async def _path(
     return [burst], closed, rates
 
 
-def with_worker_counts(paths: list[str], counts: list[int]) -> list[str]:
+def _group(path: str, args: argparse.Namespace) -> dict[str, str]:
+    """The group of ``engines`` (``--engines`` cores), ``engines-wN`` (N workers a core)
+    or ``engines-capN`` (the default's workers, ERNIE_MAX_REPLIES=N)."""
+    workers, cap = args.engine_workers[0], path.removeprefix("engines-cap")
+    if path.startswith("engines-w"):
+        workers = int(path.removeprefix("engines-w"))
+    group = {"ERNIE_ENGINES": str(args.engines), "ERNIE_WORKERS": str(workers)}
+    return group | ({"ERNIE_MAX_REPLIES": cap} if path.startswith("engines-cap") else {})
+
+
+def with_worker_counts(paths: list[str], counts: list[int], caps: list[int]) -> list[str]:
     """``paths`` with an ``engines-wN`` path after ``engines`` for each count past the first
-    (``--engine-workers 2 4``: the default and four workers a core, in one run)."""
+    (``--engine-workers 2 4``: the default and four workers a core, in one run), and an
+    ``engines-capN`` path for each of ``caps``."""
     extra = [f"engines-w{n}" for n in dict.fromkeys(counts[1:]) if n != counts[0]]
+    extra += [f"engines-cap{n}" for n in dict.fromkeys(caps)]
     if "engines" not in paths:
         return paths
     at = paths.index("engines") + 1
@@ -233,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         args.shapes = list(SHAPES)
     if args.paths is None:
         args.paths = [] if args.shapes else list(PATHS[:3])
-    args.paths = with_worker_counts(args.paths, args.engine_workers)
+    args.paths = with_worker_counts(args.paths, args.engine_workers, args.caps)
     if args.concurrency is None:
         args.concurrency = [] if args.rate is not None else [1, 16, 64, 256]
     try:

@@ -46,6 +46,7 @@ class Turn:
     frame_at: tuple[float, ...]  # each frame (or engine output) with text
     tokens: int
     error: str | None = None
+    waited: bool = False  # it waited in the app's line (its place was shown)
 
     @property
     def answered(self) -> bool:
@@ -121,6 +122,10 @@ class RateResult:
     turn_p99_ms: float
     goodput: float  # the share of conversations whose every turn met the SLO
     meets_slo: bool
+    waited_turns: int = 0  # answered turns that waited in the app's line first
+    admitted_ttft_p99_ms: float = float("nan")  # the first token of those that did not
+    waited_ttft_p50_ms: float = float("nan")  # and of those that did: their wait, mostly
+    waited_ttft_p99_ms: float = float("nan")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -148,12 +153,16 @@ def summarise(path: str, rate: float, talks: list[list[Turn]], slo: Slo) -> Rate
     )
     good = sum(all(slo.met_by(turn) for turn in talk) for talk in talks)
     ttft_p99, itl_p99 = _ms(ttfts, 99), _ms(itls, 99)
+    waited = [turn.ttft_s for turn in done if turn.waited]
+    admitted = [turn.ttft_s for turn in done if not turn.waited]
+    line = (len(waited), _ms(admitted, 99), _ms(waited, 50), _ms(waited, 99))
     return RateResult(
         path, rate, round(len(talks) / span, 3) if span > 0 else 0.0, len(talks), len(turns),
         len(turns) - len(done), _ms(ttfts, 50), _ms(ttfts, 90), ttft_p99, _ms(gaps, 50),
         _ms(gaps, 99), _ms(itls, 50), itl_p99, _ms(whole, 50), _ms(whole, 99),
         round(good / len(talks), 3) if talks else 0.0,
         len(done) == len(turns) and ttft_p99 <= slo.ttft_p99_ms and itl_p99 <= slo.itl_p99_ms,
+        *line,
     )  # fmt: skip
 
 

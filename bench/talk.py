@@ -22,6 +22,7 @@ from .traffic import Conversation
 __all__ = ["socket_conversation", "think"]
 
 REPLY_TIMEOUT_S = 600
+IN_LINE = "In line: "  # the place-in-line notice (the bench's tabs are English)
 PANEL = {"temperature": 0.8, "top_p": 0.8}
 
 
@@ -46,14 +47,15 @@ async def socket_conversation(
             await chat.change_settings(values)
         for index, question in enumerate(conversation.questions):
             await think(conversation, index)
-            sent = time.monotonic()
+            sent, mark = time.monotonic(), len(chat.messages)
             reply = await answer_to(chat, question, REPLY_TIMEOUT_S)
             if reply is None:
                 turns.append(Turn(sent, None, None, (), conversation.reply_tokens, "no reply"))
                 continue
             frames, tokens = tuple(reply.frame_at), conversation.reply_tokens
             last = frames[-1] if frames else None
+            waited = any(IN_LINE in text for text in chat.messages[mark:])
             turns.append(
-                Turn(reply.sent_at, reply.first_text_at, last, frames, tokens, reply.error)
+                Turn(reply.sent_at, reply.first_text_at, last, frames, tokens, reply.error, waited)
             )
     return turns

@@ -7,6 +7,8 @@
 #   bash scripts/h200_capacity.sh A2    # vllm (vllm serve with its defaults) and http
 #   bash scripts/h200_capacity.sh B     # engines (the default start) and engines@base (today's)
 #   bash scripts/h200_capacity.sh C     # the default start at one rate under py-spy
+#   bash scripts/h200_capacity.sh L     # #44's line: the default start beside it at a cap of
+#                                       # 256 (ERNIE_MAX_REPLIES), at the cap's rate and twice it
 # Each writes NAME.json, NAME.png and NAME-logs.tgz into $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,5 +33,7 @@ case "${1:-}" in
   B) run B --paths engines --baseline .base --concurrency 256 "${loop[@]}" ;;
   C) run C --paths engines --reply-tokens 256 --rate 180 --duration-s 6 --warm-up-s 2 \
        --turns 2 --think-s 1 --profile ;;
-  *) echo "usage: bash scripts/h200_capacity.sh A1|A2|B|C" >&2; exit 2 ;;
+  L) run L --paths engines --caps 256 --rate 35 70 --duration-s 6 --warm-up-s 2 --turns 2 \
+       --think-s 1 ;;
+  *) echo "usage: bash scripts/h200_capacity.sh A1|A2|B|C|L" >&2; exit 2 ;;
 esac

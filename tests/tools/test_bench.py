@@ -7,6 +7,7 @@ its own to load."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.__main__ import with_worker_counts
+from bench.__main__ import _group, with_worker_counts
 from bench.measure import LoadResult
+from bench.openloop import Slo, Turn, summarise
 from bench.report import comparisons
 from testing.demo import APP_ENV
 from testing.engines import DemoApp
@@ -84,15 +86,33 @@ def test_the_report_compares_every_path_measured_with_the_engine() -> None:
     assert any(row.get("app-cold TTFT p50 / steady") == 1.5 for row in rows)
 
 
-def test_several_worker_counts_run_as_paths_of_one_invocation() -> None:
-    """``--engine-workers 2 4``: the default count is ``engines``, the others ``engines-wN``."""
+def test_several_worker_counts_and_caps_run_as_paths_of_one_invocation() -> None:
+    """``--engine-workers 2 4``: the default count is ``engines``, the others ``engines-wN``;
+    ``--caps 512``: ``engines-cap512``, the default start with ERNIE_MAX_REPLIES=512."""
     paths = ["engine", "engines", "app"]
-    assert with_worker_counts(paths, [2, 4, 3, 4]) == [
+    assert with_worker_counts(paths, [2, 4, 3, 4], [512]) == [
         "engine",
         "engines",
         "engines-w4",
         "engines-w3",
+        "engines-cap512",
         "app",
     ]
-    assert with_worker_counts(paths, [2]) == paths
-    assert with_worker_counts(["engine"], [2, 4]) == ["engine"]
+    assert with_worker_counts(paths, [2], []) == paths
+    assert with_worker_counts(["engine"], [2, 4], [512]) == ["engine"]
+    args = argparse.Namespace(engines=2, engine_workers=[2])
+    assert _group("engines-cap512", args) == {
+        "ERNIE_ENGINES": "2",
+        "ERNIE_WORKERS": "2",
+        "ERNIE_MAX_REPLIES": "512",
+    }
+    assert _group("engines-w4", args) == {"ERNIE_ENGINES": "2", "ERNIE_WORKERS": "4"}
+
+
+def test_the_open_loop_counts_the_turns_that_waited_in_line_apart() -> None:
+    """Those admitted at once keep their own first-token p99 (the SLO of those admitted)."""
+    admitted = [Turn(0.0, 0.1 * n, 2.0, (1.0, 2.0), 10) for n in range(1, 4)]
+    waited = [Turn(0.0, 5.0 + n, 8.0, (6.0, 8.0), 10, waited=True) for n in range(2)]
+    result = summarise("engines", 1.0, [admitted, waited], Slo())
+    assert result.waited_turns == 2 and result.admitted_ttft_p99_ms <= 300.0
+    assert result.waited_ttft_p50_ms == 5500.0 and not result.meets_slo
