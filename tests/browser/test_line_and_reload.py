@@ -35,25 +35,38 @@ async def long_reply(chat: Chat, text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("locale", "words", "stats"),
-    [("en-US", "In line: 1st", STATS_LINE), ("zh-CN", "排队中：第 1 位", "首词元")],
+    ("locale", "second", "first", "stats"),
+    [
+        ("en-US", "In line: 2nd, about", "In line: 1st", STATS_LINE),
+        ("zh-CN", "排队中：第 2 位，约", "排队中：第 1 位", "首词元"),
+    ],
 )
-async def test_a_message_past_the_cap_shows_its_place_then_its_reply(
-    open_app: AppServer, browser: Browser, locale: str, words: str, stats: str
+async def test_messages_past_the_cap_show_their_place_live_then_their_reply(
+    open_app: AppServer, browser: Browser, locale: str, second: str, first: str, stats: str
 ) -> None:
-    first = await Chat.open(browser, open_app.url, headers=forwarded(visitor()))
-    second = await Chat.open(browser, open_app.url, locale, headers=forwarded(visitor()))
-    await long_reply(first, "写一篇长文")
-    await second.send("你好")
-    await expect(second.page.get_by_text(words)).to_be_visible(timeout=30_000)
+    """One reply at once: the third tab is 2nd in line with its wait, then 1st, then
+    answered; its place is updated in place as the line moves."""
+    tabs = [await Chat.open(browser, open_app.url, headers=forwarded(visitor())) for _ in "ab"]
+    tabs.append(await Chat.open(browser, open_app.url, locale, headers=forwarded(visitor())))
+    running, ahead, chat = tabs
+    await running.send("你好")
+    await running.reply_after(1)  # a reply ended: the line can estimate its wait
+    await long_reply(running, "写一篇长文")
+    await ahead.send("你好")
+    await expect(ahead.page.get_by_text("In line: 1st")).to_be_visible(timeout=30_000)
+    await chat.send("你好")
+    await expect(chat.page.get_by_text(second)).to_be_visible(timeout=30_000)
     if locale == "en-US":
-        await second.page.screenshot(path=screenshot_path("line-en.png"))
-    done = second.assistant().filter(has_text=stats)
-    await expect(done).to_have_count(1, timeout=120_000)  # answered once its turn came
-    await expect(first.assistant().filter(has_text=STATS_LINE)).to_have_count(1)  # before it
-    await expect(second.page.get_by_text(words)).to_have_count(0)  # the place gone
-    for chat in (first, second):
-        await chat.close()
+        await chat.page.screenshot(path=screenshot_path("line-en.png"))
+
+    def moved_up() -> bool:
+        return any(first in str(e[2].get("output")) for e in chat.named("update_message"))
+
+    await until(moved_up, 120, "the place updated")
+    await expect(chat.assistant().filter(has_text=stats)).to_have_count(1, timeout=120_000)
+    await expect(chat.page.get_by_text(first)).to_have_count(0)  # the place gone
+    for tab in tabs:
+        await tab.close()
 
 
 async def test_a_reload_mid_reply_shows_the_whole_reply_and_the_history_holds_it_once(
