@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import websockets
 
 from .chat_client import ChatClient, Reply
@@ -44,12 +45,15 @@ __all__ = [
     "at_connect",
     "back_to_back",
     "reconnect",
+    "reload",
+    "thread_owned",
     "with_idle_tabs",
 ]
 
 QUESTION = "请用三句话介绍一下杭州。"
 LONG_REPLY = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 4096, "system_prompt": "zh"}
 REPLY_TIMEOUT_S = 300
+FOOTER = "tokens/s"  # in a finished reply's stats line (English)
 
 
 @dataclass
@@ -180,6 +184,51 @@ async def reconnect(
         for reply in await asyncio.gather(*(one(c) for c in clients)):
             tally.count(reply)
         return tally, clients
+
+
+async def reload(url: str, chats: int, *, headers: Callable[[int], dict[str, str]]) -> Tally:
+    """``chats`` pages reloaded once their reply's text streams: the page goes (its socket
+    closed, its session kept) and a new one resumes the chat (``headers(i)``: chat i's
+    session cookie; the history on). Answered: the reloaded page got the reply in full,
+    followed there or already stored."""
+    tally = Tally("reload")
+
+    async def one(i: int) -> Reply | None:
+        here = visitor()
+        async with ChatClient.connect(url, headers=headers(i), source=here) as page:
+            await page.change_settings(LONG_REPLY)
+            sending = asyncio.create_task(page.send(QUESTION, timeout_s=REPLY_TIMEOUT_S))
+            with contextlib.suppress(AssertionError):
+                await until(
+                    lambda: page.reply and (page.reply.frames or page.reply.error), 60, "text"
+                )
+            sending.cancel()
+            reply, thread = page.reply, page.thread_id
+        if reply is None or reply.error is not None or thread is None:
+            return reply
+        await until(lambda: thread_owned(url, thread, headers(i)), 30, "the thread stored")
+        async with ChatClient.connect(
+            url, headers=headers(i), thread_id=thread, source=here
+        ) as again:
+            steps = (again.resumed_thread or {}).get("steps", [])
+            stored = [s["output"] for s in steps if FOOTER in str(s.get("output"))]
+            with contextlib.suppress(AssertionError):
+                found = stored or [
+                    await again.wait_for_message(lambda m: FOOTER in m, timeout_s=REPLY_TIMEOUT_S)
+                ]
+                reply.final = found[-1]
+        return reply
+
+    for reply in await asyncio.gather(*(one(i) for i in range(chats))):
+        tally.count(reply)
+    return tally
+
+
+async def thread_owned(url: str, thread: str, headers: dict[str, str]) -> bool:
+    """The history holds ``thread`` as the signed-in user's (Chainlit names the owner in
+    a task of its own once the first message arrived: a page reloads after it)."""
+    async with httpx.AsyncClient(timeout=10) as client:
+        return (await client.get(f"{url}/project/thread/{thread}", headers=headers)).is_success
 
 
 @contextlib.asynccontextmanager

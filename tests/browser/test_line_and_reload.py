@@ -19,6 +19,7 @@ from testing.accounts import OPS_TOKEN, PROXY, forwarded, named, session_cookie
 from testing.browser import STATS_LINE, Chat, screenshot_path
 from testing.polling import until
 from testing.servers import AppServer
+from testing.shapes import thread_owned
 from testing.visitors import visitor
 
 pytestmark = pytest.mark.engine
@@ -77,6 +78,8 @@ async def test_a_reload_mid_reply_shows_the_whole_reply_and_the_history_holds_it
     await long_reply(chat, "写一篇长文")
     await until(lambda: "/thread/" in chat.page.url, 30, "the chat's own address")
     thread_id = chat.page.url.rsplit("/", 1)[-1]
+    cookie = session_cookie(httpx.post(f"{signed_app.url}/auth/header", headers=user))
+    await until(lambda: thread_owned(signed_app.url, thread_id, cookie), 30, "the thread")
     await chat.page.reload()  # mid-reply: the page goes, the reply goes on
     replies = chat.assistant().filter(has_text="注意")
     await expect(replies).to_have_count(1, timeout=30_000)  # as it stands
@@ -84,7 +87,6 @@ async def test_a_reload_mid_reply_shows_the_whole_reply_and_the_history_holds_it
     await expect(replies.filter(has_text=STATS_LINE)).to_have_count(1, timeout=120_000)
     await expect(chat.page.get_by_role("button", name="Regenerate")).to_have_count(1)
     shown = await replies.inner_text()
-    cookie = session_cookie(httpx.post(f"{signed_app.url}/auth/header", headers=user))
     thread = httpx.get(f"{signed_app.url}/project/thread/{thread_id}", headers=cookie)
     stored = [s for s in json.loads(thread.text)["steps"] if "注意" in s["output"]]  # the model's
     assert len(stored) == 1, stored  # one reply, not two
