@@ -13,13 +13,15 @@ it with a cookie), where its reply is being written.
 
 Usage::
 
-    live = replies.start(thread_id, reply)  # as the reply starts
-    replies.of(thread_id)                   # a resumed chat: its reply being written, if any
-    replies.end(thread_id, live)            # the reply ended, however: its final form is set
+    with replies.writing(thread_id, reply):  # the reply is written in the block
+        ...
+    replies.of(thread_id)                    # a resumed chat: its reply being written, if any
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +33,6 @@ class LiveReply:
     """A reply being written: its message (its text grows), and whether it ended."""
 
     message: Any  # the cl.Message the old session writes into
-    message_id: str  # the user's message it answers
     ended: bool = False
 
 
@@ -39,17 +40,18 @@ class LiveReplies:
     def __init__(self) -> None:
         self._by_thread: dict[str, LiveReply] = {}
 
-    def start(self, thread_id: str, message: Any, message_id: str) -> LiveReply:
-        live = self._by_thread[thread_id] = LiveReply(message, message_id)
-        return live
+    @contextlib.contextmanager
+    def writing(self, thread_id: str, message: Any) -> Iterator[LiveReply]:
+        """``message`` is the reply being written in ``thread_id`` until the block ends
+        (its final form set, or it stopped or failed)."""
+        live = self._by_thread[thread_id] = LiveReply(message)
+        try:
+            yield live
+        finally:
+            live.ended = True
+            if self._by_thread.get(thread_id) is live:
+                del self._by_thread[thread_id]
 
     def of(self, thread_id: str) -> LiveReply | None:
+        """The reply being written in ``thread_id``, if any."""
         return self._by_thread.get(thread_id)
-
-    def end(self, thread_id: str, live: LiveReply) -> None:
-        live.ended = True
-        if self._by_thread.get(thread_id) is live:
-            del self._by_thread[thread_id]
-
-    def __len__(self) -> int:
-        return len(self._by_thread)

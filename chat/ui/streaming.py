@@ -100,13 +100,10 @@ async def stream_reply(
 ) -> None:
     """Thinking indicator until the first text, buffered chunks, then notes and stats;
     with ``live`` (the history is on), a page reloaded meanwhile follows it."""
-    reply, thread_id = cl.Message(content=""), cl.context.session.thread_id
-    followed = None if live is None else live.start(thread_id, reply, message_id)
-    try:
+    reply = cl.Message(content="")
+    thread_id = cl.context.session.thread_id
+    with contextlib.nullcontext() if live is None else live.writing(thread_id, reply):
         await _write(engine, reply, (message_id, text), conversation, options)
-    finally:
-        if live is not None and followed is not None:
-            live.end(thread_id, followed)
 
 
 async def follow_reply(live: LiveReply) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chat.conversation import MAX_EXCHANGES, Conversation, Seal
+from chat.ui.live import LiveReplies
 from chat.ui.markdown import fix_cjk_emphasis, protect_dollars
 from engine.prompt import Turn
 
@@ -111,3 +112,25 @@ def test_math_is_kept_and_money_is_escaped(text: str, shown: str) -> None:
 )
 def test_dollars_in_code_are_left_as_written(text: str) -> None:
     assert protect_dollars(text) == text
+
+
+def test_a_reply_another_session_recorded_is_adopted_only_when_signed() -> None:
+    """A reloaded page's chat takes the exchange its old session wrote (chat.ui.live)."""
+    seal = Seal(b"k" * 32)
+    old, new = Conversation(seal), Conversation(seal)
+    new.record("m1", "first", "one")
+    metadata = old.record("m2", "second", "two")
+    new.adopt({"exchange": {**metadata["exchange"], "reply_text": "forged"}})  # not signed
+    assert len(new) == 1
+    new.adopt(metadata)
+    assert [t.content for t in new.turns()] == ["first", "one", "second", "two"]
+
+
+def test_a_reply_being_written_is_found_by_its_chat_until_it_ends() -> None:
+    replies = LiveReplies()
+    with replies.writing("thread", "first reply") as first:
+        assert replies.of("thread") is first and not first.ended
+        with replies.writing("thread", "regenerated") as second:  # the newer is the one
+            assert replies.of("thread") is second
+        assert replies.of("thread") is None and second.ended
+    assert first.ended and replies.of("thread") is None
