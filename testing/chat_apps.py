@@ -47,6 +47,7 @@ USERS = ("alice", "frank", "gina", "henry", "ivy", "kate", "liam")  # kate, liam
 
 
 LONGEST_REPLY = 512  # the panel's end (a long reply to hold or stop is as long)
+RELOADED_REPLY = 1536  # signed_app's end: a reply still being written after a page reloads
 
 
 def _remote(model: Path, server: Server, reply_tokens: int) -> dict[str, str]:
@@ -106,6 +107,7 @@ def signed_app_loading(
     env |= {"ERNIE_USERS_FILE": str(users_file)}
     env |= {"ERNIE_HISTORY_URL": f"sqlite:///{folder / 'history.db'}"}
     env |= {"ERNIE_LOG_FILE": str(folder / "logs" / "ernie-chat.log")}  # a folder it makes
+    env |= {"ERNIE_MAX_TOKENS": str(RELOADED_REPLY)}
     with AppServer.run(env, folder / "app.log", prefix=background.lowest_priority()) as app:
         yield app
 

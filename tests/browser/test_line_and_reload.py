@@ -17,6 +17,7 @@ from playwright.async_api import Browser, expect
 
 from testing.accounts import OPS_TOKEN, PROXY, forwarded, named, session_cookie
 from testing.browser import STATS_LINE, Chat, screenshot_path
+from testing.chat_apps import LONGEST_REPLY, RELOADED_REPLY
 from testing.polling import until
 from testing.servers import AppServer
 from testing.shapes import thread_owned
@@ -24,13 +25,12 @@ from testing.visitors import visitor
 
 pytestmark = pytest.mark.engine
 
-LONGEST = 512  # the apps' ERNIE_MAX_TOKENS: a reply of some seconds
 BEARER = {"Authorization": f"Bearer {OPS_TOKEN}"}
 
 
-async def long_reply(chat: Chat, text: str) -> None:
-    """``text`` sent with the longest reply, once its text streams."""
-    await chat.set_max_tokens(LONGEST)
+async def long_reply(chat: Chat, text: str, tokens: int) -> None:
+    """``text`` sent with a reply of ``tokens`` (the app's longest), once its text streams."""
+    await chat.set_max_tokens(tokens)
     mark = await chat.send(text)
     await chat.wait_for("stream_start", since=mark)
 
@@ -52,7 +52,7 @@ async def test_messages_past_the_cap_show_their_place_live_then_their_reply(
     running, ahead, chat = tabs
     await running.send("你好")
     await running.reply_after(1)  # a reply ended: the line can estimate its wait
-    await long_reply(running, "写一篇长文")
+    await long_reply(running, "写一篇长文", LONGEST_REPLY)
     await ahead.send("你好")
     await expect(ahead.page.get_by_text("In line: 1st")).to_be_visible(timeout=30_000)
     await chat.send("你好")
@@ -75,7 +75,7 @@ async def test_a_reload_mid_reply_shows_the_whole_reply_and_the_history_holds_it
 ) -> None:
     user = named("tess") | PROXY
     chat = await Chat.open(browser, signed_app.url, headers=user)
-    await long_reply(chat, "写一篇长文")
+    await long_reply(chat, "写一篇长文", RELOADED_REPLY)
     await until(lambda: "/thread/" in chat.page.url, 30, "the chat's own address")
     thread_id = chat.page.url.rsplit("/", 1)[-1]
     cookie = session_cookie(httpx.post(f"{signed_app.url}/auth/header", headers=user))

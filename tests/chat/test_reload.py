@@ -12,13 +12,14 @@ import re
 import httpx
 
 from testing.accounts import OPS_TOKEN, PROXY, named, session_cookie
+from testing.chat_apps import RELOADED_REPLY
 from testing.chat_client import ChatClient
 from testing.polling import until
 from testing.servers import AppServer
 from testing.shapes import reload, thread_owned
 from testing.visitors import visitor
 
-LONG = {"temperature": 0.5, "top_p": 0.9, "max_tokens": 512, "system_prompt": "zh"}
+LONG = {"temperature": 0.5, "top_p": 0.9, "max_tokens": RELOADED_REPLY, "system_prompt": "zh"}
 BEARER = {"Authorization": f"Bearer {OPS_TOKEN}"}
 
 
