@@ -9,6 +9,8 @@
 #   bash scripts/h200_capacity.sh C     # the default start at one rate under py-spy
 #   bash scripts/h200_capacity.sh L     # #44's line: the default start beside it at a cap of
 #                                       # 256 (ERNIE_MAX_REPLIES), at the cap's rate and twice it
+#   bash scripts/h200_capacity.sh L2    # ... and at a cap of 128 with a long line: 70/s is
+#                                       # about twice what 128 replies at once serve
 # Each writes NAME.json, NAME.png and NAME-logs.tgz into $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,5 +37,8 @@ case "${1:-}" in
        --turns 2 --think-s 1 --profile ;;
   L) run L --paths engines --caps 256 --rate 35 70 --duration-s 6 --warm-up-s 2 --turns 2 \
        --think-s 1 ;;
-  *) echo "usage: bash scripts/h200_capacity.sh A1|A2|B|C|L" >&2; exit 2 ;;
+  L2) export ERNIE_MAX_WAITING=1024
+      run L2 --paths engines --caps 128 --rate 70 --duration-s 6 --warm-up-s 2 --turns 2 \
+        --think-s 1 ;;
+  *) echo "usage: bash scripts/h200_capacity.sh A1|A2|B|C|L|L2" >&2; exit 2 ;;
 esac

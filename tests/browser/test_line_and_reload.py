@@ -35,6 +35,12 @@ async def long_reply(chat: Chat, text: str, tokens: int) -> None:
     await chat.wait_for("stream_start", since=mark)
 
 
+def shown(chat: Chat, words: str) -> bool:
+    """The page was sent a message holding ``words``, new or updated in place."""
+    events = chat.named("new_message") + chat.named("update_message")
+    return any(words in str(data.get("output")) for _, _, data in events)
+
+
 @pytest.mark.parametrize(
     ("locale", "second", "first", "stats"),
     [
@@ -54,42 +60,52 @@ async def test_messages_past_the_cap_show_their_place_live_then_their_reply(
     await running.reply_after(1)  # a reply ended: the line can estimate its wait
     await long_reply(running, "写一篇长文", LONGEST_REPLY)
     await ahead.send("你好")
-    await expect(ahead.page.get_by_text("In line: 1st")).to_be_visible(timeout=30_000)
-    await chat.send("你好")
-    await expect(chat.page.get_by_text(second)).to_be_visible(timeout=30_000)
+    await chat.send("你好")  # at once: the long reply runs for a second or two only
+    # What the page was shown, as it came over its socket (a place may last a moment)
+    await until(lambda: shown(ahead, "In line: 1st"), 60, "the place of the tab ahead")
+    await until(lambda: shown(chat, second), 60, "the place and wait of the third tab")
     if locale == "en-US":
         await chat.page.screenshot(path=screenshot_path("line-en.png"))
-
-    def moved_up() -> bool:
-        return any(first in str(e[2].get("output")) for e in chat.named("update_message"))
-
-    await until(moved_up, 120, "the place updated")
+    await until(lambda: shown(chat, first), 120, "the place updated")
     await expect(chat.assistant().filter(has_text=stats)).to_have_count(1, timeout=120_000)
     await expect(chat.page.get_by_text(first)).to_have_count(0)  # the place gone
     for tab in tabs:
         await tab.close()
 
 
+@pytest.mark.parametrize(
+    ("locale", "user", "stats", "regenerate", "first_token"),
+    [
+        ("en-US", "tess", STATS_LINE, "Regenerate", r"\d+ tokens · first token \d+ ms"),
+        ("zh-CN", "tina", "首词元", "重新生成", r"\d+ 个词元 · 首词元 \d+ 毫秒"),
+    ],
+)
 async def test_a_reload_mid_reply_shows_the_whole_reply_and_the_history_holds_it_once(
-    signed_app: AppServer, browser: Browser
+    signed_app: AppServer,
+    browser: Browser,
+    locale: str,
+    user: str,
+    stats: str,
+    regenerate: str,
+    first_token: str,
 ) -> None:
-    user = named("tess") | PROXY
-    chat = await Chat.open(browser, signed_app.url, headers=user)
+    proxy = named(user) | PROXY  # signed in by the trusted proxy's header
+    chat = await Chat.open(browser, signed_app.url, locale, headers=proxy)
     await long_reply(chat, "写一篇长文", RELOADED_REPLY)
     await until(lambda: "/thread/" in chat.page.url, 30, "the chat's own address")
     thread_id = chat.page.url.rsplit("/", 1)[-1]
-    cookie = session_cookie(httpx.post(f"{signed_app.url}/auth/header", headers=user))
+    cookie = session_cookie(httpx.post(f"{signed_app.url}/auth/header", headers=proxy))
     await until(lambda: thread_owned(signed_app.url, thread_id, cookie), 30, "the thread")
     await chat.page.reload()  # mid-reply: the page goes, the reply goes on
     replies = chat.assistant().filter(has_text="注意")
     await expect(replies).to_have_count(1, timeout=30_000)  # as it stands
-    assert await chat.page.get_by_text(STATS_LINE).count() == 0, "the reply ended already"
-    await expect(replies.filter(has_text=STATS_LINE)).to_have_count(1, timeout=120_000)
-    await expect(chat.page.get_by_role("button", name="Regenerate")).to_have_count(1)
+    assert await chat.page.get_by_text(stats).count() == 0, "the reply ended already"
+    await expect(replies.filter(has_text=stats)).to_have_count(1, timeout=120_000)
+    await expect(chat.page.get_by_role("button", name=regenerate)).to_have_count(1)
     shown = await replies.inner_text()
     thread = httpx.get(f"{signed_app.url}/project/thread/{thread_id}", headers=cookie)
     stored = [s for s in json.loads(thread.text)["steps"] if "注意" in s["output"]]  # the model's
     assert len(stored) == 1, stored  # one reply, not two
-    stats = re.search(r"\d+ tokens · first token \d+ ms", stored[0]["output"])
-    assert stats and stats.group(0) in shown  # the stored reply is the one shown
+    found = re.search(first_token, stored[0]["output"])
+    assert found and found.group(0) in shown  # the stored reply is the one shown
     await chat.close()
