@@ -96,10 +96,11 @@ async def test_a_reload_mid_reply_shows_the_whole_reply_and_the_history_holds_it
     thread_id = chat.page.url.rsplit("/", 1)[-1]
     cookie = session_cookie(httpx.post(f"{signed_app.url}/auth/header", headers=proxy))
     await until(lambda: thread_owned(signed_app.url, thread_id, cookie), 30, "the thread")
-    await chat.page.reload()  # mid-reply: the page goes, the reply goes on
-    replies = chat.assistant().filter(has_text="注意")
-    await expect(replies).to_have_count(1, timeout=30_000)  # as it stands
     assert await chat.page.get_by_text(stats).count() == 0, "the reply ended already"
+    await chat.page.reload()  # mid-reply: the page goes, the reply goes on
+    # The reloaded page shows the reply whole (before, the reload stopped it: a partial
+    # reply, no stats); as it stood meanwhile: tests/chat/test_reload.py.
+    replies = chat.assistant().filter(has_text="注意")
     await expect(replies.filter(has_text=stats)).to_have_count(1, timeout=120_000)
     await expect(chat.page.get_by_role("button", name=regenerate)).to_have_count(1)
     shown = await replies.inner_text()
