@@ -20,7 +20,6 @@ from testing.browser import STATS_LINE, Chat, screenshot_path
 from testing.chat_apps import LONGEST_REPLY, RELOADED_REPLY
 from testing.polling import until
 from testing.servers import AppServer
-from testing.shapes import thread_owned
 from testing.visitors import visitor
 
 pytestmark = pytest.mark.engine
@@ -92,18 +91,18 @@ async def test_a_reload_mid_reply_shows_the_whole_reply_and_the_history_holds_it
     proxy = named(user) | PROXY  # signed in by the trusted proxy's header
     chat = await Chat.open(browser, signed_app.url, locale, headers=proxy)
     await long_reply(chat, "写一篇长文", RELOADED_REPLY)
-    await until(lambda: "/thread/" in chat.page.url, 30, "the chat's own address")
-    thread_id = chat.page.url.rsplit("/", 1)[-1]
-    cookie = session_cookie(httpx.post(f"{signed_app.url}/auth/header", headers=proxy))
-    await until(lambda: thread_owned(signed_app.url, thread_id, cookie), 30, "the thread")
+    # The chat's own address (the page moves there itself, after a round trip that a
+    # loaded machine can make longer than the reply): loaded anew, as a reload does.
+    thread_id = chat.named("first_interaction")[0][2]["thread_id"]
     assert await chat.page.get_by_text(stats).count() == 0, "the reply ended already"
-    await chat.page.reload()  # mid-reply: the page goes, the reply goes on
+    await chat.page.goto(f"{signed_app.url}/thread/{thread_id}")  # mid-reply: the page goes
     # The reloaded page shows the reply whole (before, the reload stopped it: a partial
     # reply, no stats); as it stood meanwhile: tests/chat/test_reload.py.
     replies = chat.assistant().filter(has_text="注意")
     await expect(replies.filter(has_text=stats)).to_have_count(1, timeout=120_000)
     await expect(chat.page.get_by_role("button", name=regenerate)).to_have_count(1)
     shown = await replies.inner_text()
+    cookie = session_cookie(httpx.post(f"{signed_app.url}/auth/header", headers=proxy))
     thread = httpx.get(f"{signed_app.url}/project/thread/{thread_id}", headers=cookie)
     stored = [s for s in json.loads(thread.text)["steps"] if "注意" in s["output"]]  # the model's
     assert len(stored) == 1, stored  # one reply, not two
