@@ -30,7 +30,7 @@ from typing import Any
 
 from engine import Turn
 
-__all__ = ["Conversation", "Seal", "step_metadata"]
+__all__ = ["Conversation", "Seal", "last_reply_step", "step_metadata"]
 
 EXCHANGE_KEY = "exchange"  # the reply message's metadata key for its exchange
 # Exchanges a chat keeps for the model (what it holds stays bounded; the prompt drops
@@ -71,6 +71,21 @@ def step_metadata(step: Mapping[str, Any]) -> Mapping[str, Any]:
         with contextlib.suppress(ValueError):
             item = json.loads(item)
     return item if isinstance(item, Mapping) else {}
+
+
+def last_reply_step(steps: Iterable[Mapping[str, Any]], seal: Seal) -> Mapping[str, Any] | None:
+    """The message of the chat's last exchange the app signed: its last reply."""
+    signed = [s for s in steps if _exchange_of(s, seal) is not None]
+    return signed[-1] if signed else None
+
+
+def _exchange_of(step: Mapping[str, Any], seal: Seal) -> Mapping[str, Any] | None:
+    """The exchange ``step`` records, if the app signed it (or stored it before it signed)."""
+    item = step_metadata(step)
+    exchange = item.get(EXCHANGE_KEY)
+    if not isinstance(exchange, dict) or not seal.trusts(item, step.get("createdAt")):
+        return None
+    return exchange
 
 
 @dataclass
@@ -132,12 +147,9 @@ class Conversation:
         """
         conversation = cls(seal)
         for step in steps:
-            item = step_metadata(step)
-            if not isinstance(item.get(EXCHANGE_KEY), dict):
+            stored = _exchange_of(step, seal)
+            if stored is None:
                 continue
-            if not seal.trusts(item, step.get("createdAt")):
-                continue
-            stored = item[EXCHANGE_KEY]
             try:
                 exchange = _Exchange(**stored)
             except TypeError:  # written by another version: not an exchange it knows

@@ -26,7 +26,7 @@ from .access.admission import visitor
 from .access.limits import LimitExceededError
 from .access.turns import Ticket
 from .chainlit_door import answer_messages, leaving, run_as_task, trim_chat_messages
-from .conversation import Conversation
+from .conversation import Conversation, last_reply_step
 from .runtime import runtime
 from .ui.failures import reported, send_error
 from .ui.i18n import DEFAULT_LANGUAGE, strings_for, t
@@ -37,6 +37,7 @@ from .ui.streaming import (
     REGENERATE,
     announce_engine,
     follow_reply,
+    offer_buttons,
     show_notice,
     stream_reply,
     wait_in_line,
@@ -75,18 +76,22 @@ async def resume_chat(thread: ThreadDict) -> None:
     (registered only when the history is on: ``chat.history``). A reply still being
     written for it (the page was reloaded) is sent with the thread as it stands, and
     followed once the page has it (``resumed``)."""
-    live = runtime().live.of(thread["id"])
+    live, seal = runtime().live.of(thread["id"]), runtime().seal
     if live is not None:
         thread["steps"].append(live.message.to_dict())
     cl.user_session.set("following", live)
-    open_chat(Conversation.restore(thread["steps"], runtime().seal))
+    cl.user_session.set("resumed_reply", last_reply_step(thread["steps"], seal))
+    open_chat(Conversation.restore(thread["steps"], seal))
 
 
 async def resumed() -> None:
-    """The page has its resumed thread: the reply being written is followed there."""
-    live = cl.user_session.get("following")
+    """The page has its resumed thread: the reply being written is followed there, or the
+    last reply gets its buttons."""
+    live, last = cl.user_session.get("following"), cl.user_session.get("resumed_reply")
     if live is not None:
         cl.user_session.set("follower", asyncio.ensure_future(follow(live)))
+    elif last is not None:
+        await offer_buttons(last)
 
 
 @reported

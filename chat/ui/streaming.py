@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 import chainlit as cl
@@ -36,6 +37,7 @@ __all__ = [
     "REGENERATE",
     "announce_engine",
     "follow_reply",
+    "offer_buttons",
     "show_notice",
     "stream_reply",
     "wait_in_line",
@@ -123,6 +125,14 @@ async def follow_reply(live: LiveReply) -> dict[str, Any] | None:
     final = cl.Message(content=message.content, id=message.id, metadata=message.metadata)
     await _last_reply_is(final, sent=True)
     return dict(message.metadata or {})
+
+
+async def offer_buttons(step: Mapping[str, Any]) -> None:
+    """A resumed chat's last reply (``step``, from the history) gets the buttons a reply
+    gets when it ends: regenerate and export work on a chat opened from the sidebar too."""
+    await _last_reply_is(
+        cl.Message(content=str(step.get("output") or ""), id=step["id"]), sent=True
+    )
 
 
 async def _write(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chat.conversation import MAX_EXCHANGES, Conversation, Seal
+from chat.conversation import MAX_EXCHANGES, Conversation, Seal, last_reply_step
 from chat.ui.live import LiveReplies
 from chat.ui.markdown import fix_cjk_emphasis, protect_dollars
 from engine.prompt import Turn
@@ -134,3 +134,17 @@ def test_a_reply_being_written_is_found_by_its_chat_until_it_ends() -> None:
             assert replies.of("thread") is second
         assert replies.of("thread") is None and second.ended
     assert first.ended and replies.of("thread") is None
+
+
+def test_a_resumed_chats_last_reply_is_the_last_signed_exchange() -> None:
+    """It gets the regenerate and export buttons (chat.handlers.resumed)."""
+    seal, conversation = Seal(b"k" * 32), Conversation(Seal(b"k" * 32))
+    steps = [
+        {"id": "u1", "type": "user_message", "output": "hi"},
+        {"id": "a1", "metadata": conversation.record("u1", "hi", "one")},
+        {"id": "a2", "metadata": {"exchange": {"message_id": "u2"}, "signature": "forged"}},
+        {"id": "note", "metadata": {}},
+    ]
+    found = last_reply_step(steps, seal)
+    assert found is not None and found["id"] == "a1"
+    assert last_reply_step(steps[:1], seal) is None
