@@ -34,17 +34,6 @@ async def long_reply(chat: Chat, text: str, tokens: int) -> None:
     await chat.wait_for("stream_start", since=mark)
 
 
-async def newest_thread(url: str, cookie: dict[str, str]) -> str | None:
-    """The id of the signed-in user's newest chat in the history, if any."""
-    body = {"pagination": {"first": 1}, "filter": {}}
-    async with httpx.AsyncClient(timeout=10) as client:
-        listed = await client.post(f"{url}/project/threads", json=body, headers=cookie)
-    if not listed.is_success:
-        return None
-    threads = listed.json().get("data") or []
-    return str(threads[0]["id"]) if threads else None
-
-
 def shown(chat: Chat, words: str) -> bool:
     """The page was sent a message holding ``words``, new or updated in place."""
     events = chat.named("new_message") + chat.named("update_message")
@@ -102,11 +91,10 @@ async def test_a_reload_mid_reply_shows_the_whole_reply_and_the_history_holds_it
     proxy = named(user) | PROXY  # signed in by the trusted proxy's header
     chat = await Chat.open(browser, signed_app.url, locale, headers=proxy)
     await long_reply(chat, "写一篇长文", RELOADED_REPLY)
-    # The chat's own address, loaded anew as a reload does (the page moves there itself
-    # after a round trip that a loaded machine made longer than the reply): from the
-    # user's list in the history.
-    cookie = session_cookie(httpx.post(f"{signed_app.url}/auth/header", headers=proxy))
-    thread_id = await until(lambda: newest_thread(signed_app.url, cookie), 30, "the chat")
+    # The chat's own address, loaded anew as a reload does, from the reply's first frame:
+    # no round trip to the app first (the page moving there itself, or asking the history,
+    # took longer than the reply where the app's process waits on a busy CPU).
+    thread_id = chat.named("stream_start")[-1][2]["threadId"]
     assert await chat.page.get_by_text(stats).count() == 0, "the reply ended already"
     await chat.page.goto(f"{signed_app.url}/thread/{thread_id}")  # mid-reply: the page goes
     # The reloaded page shows the reply whole (before, the reload stopped it: a partial
@@ -115,6 +103,7 @@ async def test_a_reload_mid_reply_shows_the_whole_reply_and_the_history_holds_it
     await expect(replies.filter(has_text=stats)).to_have_count(1, timeout=120_000)
     await expect(chat.page.get_by_role("button", name=regenerate)).to_have_count(1)
     shown = await replies.inner_text()
+    cookie = session_cookie(httpx.post(f"{signed_app.url}/auth/header", headers=proxy))
     thread = httpx.get(f"{signed_app.url}/project/thread/{thread_id}", headers=cookie)
     stored = [s for s in json.loads(thread.text)["steps"] if "注意" in s["output"]]  # the model's
     assert len(stored) == 1, stored  # one reply, not two
