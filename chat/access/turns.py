@@ -132,12 +132,10 @@ class Turns:
         if ticket.started is not None:
             return None
         store = self._store
-        ahead = store.total(AHEAD, ticket.id, self.core)
-        free = self.slots - store.total(RUNNING, self.core)
+        ahead, free = self._ahead_and_free(ticket)
         if ahead <= free:  # looks like its turn: checked again in one transaction
             with store.transaction():
-                ahead = store.total(AHEAD, ticket.id, self.core)
-                free = self.slots - store.total(RUNNING, self.core)
+                ahead, free = self._ahead_and_free(ticket)
                 if ahead <= free:
                     store.run("UPDATE tickets SET started = ? WHERE id = ?", now, ticket.id)
                     ticket.started = now
@@ -146,6 +144,11 @@ class Turns:
         number = max(1, ahead - max(0, free))
         mean = store.row("SELECT AVG(s) FROM held WHERE core = ?", self.core)[0]
         return Place(number, None if mean is None else number * mean / self.slots)
+
+    def _ahead_and_free(self, ticket: Ticket) -> tuple[int, int]:
+        """Waiting tickets up to ``ticket`` in the line's order, and the slots free now."""
+        ahead = self._store.total(AHEAD, ticket.id, self.core)
+        return ahead, self.slots - self._store.total(RUNNING, self.core)
 
     async def wait_turn(self, ticket: Ticket, show: Callable[[Place], Awaitable[None]]) -> None:
         """Until the ticket runs, ``show`` each new place (cancelled: ``done`` still must

@@ -122,8 +122,7 @@ async def follow_reply(live: LiveReply) -> dict[str, Any] | None:
         await _hide(message)
         return None
     await cl.context.emitter.update_step(message.to_dict())
-    final = cl.Message(content=message.content, id=message.id, metadata=message.metadata)
-    await _last_reply_is(final, sent=True)
+    await offer_buttons(message.to_dict())
     return dict(message.metadata or {})
 
 
