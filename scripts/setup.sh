@@ -72,4 +72,15 @@ if [[ ! -f "$stamp" ]]; then
       -exec rm -rf {} +
   fi
 fi
+# The test lock holds the CPU lock whole: its environment is the app's too, stamped as
+# such, so the suite's own `bash scripts/start.sh` (no kind: cpu here) installs nothing
+# into the environment the suite runs from (it reinstalled vLLM under the running tests).
+if [[ "$kind" == test ]]; then
+  cpu_stamp="$venv/.installed-cpu-$(sha256sum requirements/cpu.txt | cut -c1-16)"
+  pins() { grep -E '^[A-Za-z0-9]' "$1" | sort; }
+  if [[ ! -f "$cpu_stamp" && -z "$(comm -23 <(pins requirements/cpu.txt) <(pins "$lock"))" ]]; then
+    rm -f "$venv"/.installed-cpu-*
+    touch "$cpu_stamp"
+  fi
+fi
 echo "setup: .venv ready ($kind)"
