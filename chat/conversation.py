@@ -30,7 +30,7 @@ from typing import Any
 
 from engine import Turn
 
-__all__ = ["Conversation", "Seal", "last_reply_step", "step_metadata"]
+__all__ = ["Conversation", "Seal", "last_reply_step", "signed_exchange", "step_metadata"]
 
 EXCHANGE_KEY = "exchange"  # the reply message's metadata key for its exchange
 # Exchanges a chat keeps for the model (what it holds stays bounded; the prompt drops
@@ -75,11 +75,11 @@ def step_metadata(step: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def last_reply_step(steps: Iterable[Mapping[str, Any]], seal: Seal) -> Mapping[str, Any] | None:
     """The message of the chat's last exchange the app signed: its last reply."""
-    signed = [s for s in steps if _exchange_of(s, seal) is not None]
+    signed = [s for s in steps if signed_exchange(s, seal) is not None]
     return signed[-1] if signed else None
 
 
-def _exchange_of(step: Mapping[str, Any], seal: Seal) -> Mapping[str, Any] | None:
+def signed_exchange(step: Mapping[str, Any], seal: Seal) -> Mapping[str, Any] | None:
     """The exchange ``step`` records, if the app signed it (or stored it before it signed)."""
     item = step_metadata(step)
     exchange = item.get(EXCHANGE_KEY)
@@ -147,7 +147,7 @@ class Conversation:
         """
         conversation = cls(seal)
         for step in steps:
-            stored = _exchange_of(step, seal)
+            stored = signed_exchange(step, seal)
             if stored is None:
                 continue
             try:

@@ -3,14 +3,18 @@ under each reply.
 
 The button under the last reply (``chat.handlers.export``) gives the tab a link of its own,
 ``/export/<token>/chat.md`` and ``chat.json``: the token names the chat's session, is
-known only to that tab, and with sign-in on the link answers only the session's own user.
-The messages come from the history when the chat is kept there (every message), from the
-session otherwise (the newest messages Chainlit keeps of it: ``CONTEXT_KEPT``).
+known only to that tab, lives while the tab's socket does (a closed tab's link is 404),
+and with sign-in on the link answers only the session's own user. The messages come from
+the history when the chat is kept there (every message; the data layer reads only the
+user's own chat), from the session otherwise (the newest messages Chainlit keeps of it:
+``CONTEXT_KEPT``); either way only the exchanges the app signed (a client chooses its
+messages' type and metadata: a made-up exchange is no reply of the model's).
 
 Usage::
 
     token = exports.token_for(session_id)             # the link's token
-    entries = chat_entries(steps)                      # steps as the history or Chainlit has them
+    exports.forget(session_id)                         # the tab's socket closed
+    entries = chat_entries(steps, seal)                # steps as the history or Chainlit has them
     markdown(entries, title), as_json(entries)         # the files
 """
 
@@ -28,8 +32,15 @@ from chainlit.auth import get_current_user
 from fastapi import Depends
 from fastapi.responses import JSONResponse, Response
 
-from .chainlit_door import add_routes_first, chat_messages, data_layer, session_by_id
-from .conversation import EXCHANGE_KEY, step_metadata
+from .chainlit_door import (
+    Handler,
+    add_routes_first,
+    chat_messages,
+    data_layer,
+    session_by_id,
+    session_of,
+)
+from .conversation import Seal, signed_exchange, step_metadata
 from .ui.i18n import DEFAULT_LANGUAGE, strings_for
 
 __all__ = ["FORMATS", "Entry", "Exports", "as_json", "chat_entries", "markdown", "register"]
@@ -52,21 +63,20 @@ class Entry:
     notes: list[str] = field(default_factory=list)
 
 
-def chat_entries(steps: Iterable[Mapping[str, Any]]) -> list[Entry]:
-    """The exchanges among ``steps`` (the history's or Chainlit's, oldest first): each
-    user message that got a reply, and the reply as the model wrote it, with its notes.
-    Passing notices (loading, refusals) are no exchange and are left out."""
+def chat_entries(steps: Iterable[Mapping[str, Any]], seal: Seal) -> list[Entry]:
+    """The exchanges among ``steps`` (the history's or Chainlit's, oldest first) that the
+    app signed: each user message that got a reply, and the reply as the model wrote it,
+    with its notes. Passing notices (loading, refusals) are no exchange and are left out."""
     asked: dict[str, str | None] = {}
     entries: list[Entry] = []
     for step in steps:
         if step.get("type") == "user_message":
             asked[str(step.get("id"))] = step.get("createdAt")
             continue
-        metadata = step_metadata(step)
-        exchange = metadata.get(EXCHANGE_KEY)
-        if step.get("type") != "assistant_message" or not isinstance(exchange, Mapping):
+        exchange = signed_exchange(step, seal)
+        if step.get("type") != "assistant_message" or exchange is None:
             continue
-        notes = [str(note) for note in metadata.get(NOTES_KEY) or []]
+        notes = [str(note) for note in step_metadata(step).get(NOTES_KEY) or []]
         when = asked.get(str(exchange.get("message_id")), step.get("createdAt"))
         entries.append(Entry("user", str(exchange.get("user_text", "")), when))
         reply = str(exchange.get("reply_text", ""))
@@ -119,19 +129,37 @@ class Exports:
     def session_of(self, token: str) -> str | None:
         return self._sessions.get(token)
 
+    def forget(self, session_id: str) -> None:
+        """The session's link answers no more (its tab closed)."""
+        token = self._tokens.pop(session_id, None)
+        if token is not None:
+            del self._sessions[token]
+
+    def forgetting(self, disconnect: Handler) -> Handler:
+        """The ``disconnect`` step: a closed tab's link is gone with its socket."""
+
+        async def forgotten(sid: str) -> Any:
+            session = session_of(sid)
+            if session is not None:
+                self.forget(session.id)
+            return await disconnect(sid)
+
+        return forgotten
+
 
 def _steps_of(session: Any) -> Iterable[Mapping[str, Any]]:
     return [message.to_dict() for message in chat_messages(session.id)]
 
 
-async def _entries(session: Any) -> list[Entry]:
-    """The chat's exchanges: from the history when it is kept there, else the session's."""
+async def _entries(session: Any, seal: Seal) -> list[Entry]:
+    """The chat's exchanges: from the history when it is kept there (the user's own chat:
+    the data layer reads no other), else the session's."""
     layer = data_layer()
     if layer is not None and session.user is not None:
         thread = await layer.get_thread(session.thread_id)
-        if thread is not None:
-            return chat_entries(thread.get("steps") or [])
-    return chat_entries(_steps_of(session))
+        if thread is not None and thread.get("userIdentifier") == session.user.identifier:
+            return chat_entries(thread.get("steps") or [], seal)
+    return chat_entries(_steps_of(session), seal)
 
 
 def _refusal(session: Any, user: Any) -> JSONResponse | None:
@@ -144,11 +172,11 @@ def _refusal(session: Any, user: Any) -> JSONResponse | None:
     return None
 
 
-def register(exports: Callable[[], Exports]) -> None:
+def register(exports: Callable[[], Exports], seal: Callable[[], Seal]) -> None:
     """``GET /export/<token>/chat.md`` and ``chat.json``, ahead of Chainlit's page route;
-    idempotent (``exports``: the app's tokens, asked at each request: the route outlives
-    a reloaded app). With sign-in on, Chainlit's own check of the request's user runs
-    first."""
+    idempotent (``exports``: the app's tokens, and ``seal``: its signature on exchanges,
+    asked at each request: the route outlives a reloaded app). With sign-in on,
+    Chainlit's own check of the request's user runs first."""
 
     async def export_chat(token: str, name: str, user: RequestUser) -> Response:
         session_id = exports().session_of(token)
@@ -157,7 +185,7 @@ def register(exports: Callable[[], Exports]) -> None:
         if refused is not None:
             return refused
         t = strings_for(getattr(session, "language", None) or DEFAULT_LANGUAGE)
-        entries = await _entries(session)
+        entries = await _entries(session, seal())
         title = t("export_title")
         names = {"user": t("export_you"), "assistant": t("export_model")}
         if name == "chat.json":

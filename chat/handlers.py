@@ -24,7 +24,7 @@ from engine import ChatOptions, EngineFailedError, EngineRestartingError, Messag
 from . import lifecycle, metrics
 from .access.admission import visitor
 from .access.limits import LimitExceededError
-from .access.turns import Ticket
+from .access.turns import LeftLineError, Ticket
 from .chainlit_door import answer_messages, leaving, run_as_task, trim_chat_messages
 from .conversation import Conversation, last_reply_step
 from .runtime import runtime
@@ -76,7 +76,9 @@ async def resume_chat(thread: ThreadDict) -> None:
     (registered only when the history is on: ``chat.history``). A reply still being
     written for it (the page was reloaded) is sent with the thread as it stands, and
     followed once the page has it (``resumed``)."""
-    live, seal = runtime().live.of(thread["id"]), runtime().seal
+    user = getattr(cl.context.session.user, "identifier", None)
+    live = None if user is None else runtime().live.of(user, thread["id"])
+    seal = runtime().seal
     if live is not None:
         thread["steps"].append(live.message.to_dict())
     cl.user_session.set("following", live)
@@ -202,8 +204,14 @@ async def answer_when_ready(
     follower = cl.user_session.get("follower")
     if follower is not None:  # a reply being written when the page was reloaded: first
         await asyncio.wait({follower})
-    if ticket is not None:
-        await wait_in_line(runtime().limits, ticket)
+    try:
+        if abandoned():  # its tab went away while the model loaded: a reply for nobody
+            raise LeftLineError(cl.context.session.id)
+        if ticket is not None:
+            await wait_in_line(runtime().limits, ticket)
+    except LeftLineError:
+        cl.user_session.set("left_line", True)  # said if the socket comes back
+        return
     options = cl.user_session.get("options") or ChatOptions()
     live = runtime().live if runtime().history_url is not None else None
     await stream_reply(engine, message_id, text, conversation, options, live)
@@ -228,9 +236,17 @@ async def end_chat() -> None:
     for task in (cl.user_session.get("announcer"), cl.user_session.get("follower")):
         if task is not None:
             task.cancel()
-    if runtime().history_url is None or leaving(cl.context.session):
+    if abandoned():
         cl.user_session.set("lost_request", cl.user_session.get("request_id"))
         await abort_current_reply()
+        runtime().limits.leave(cl.context.session.id)  # its messages waiting in line
+
+
+def abandoned() -> bool:
+    """The chat's page went away and nothing will show its replies: no history to keep
+    them for a reload, or the page started a new chat."""
+    gone = bool(cl.user_session.get("dropped"))
+    return gone and (runtime().history_url is None or leaving(cl.context.session))
 
 
 async def reconnected() -> None:
@@ -242,6 +258,9 @@ async def reconnected() -> None:
     if missed is not None:
         cl.user_session.set("undelivered", None)
         await missed.update()
+    if cl.user_session.get("left_line"):
+        cl.user_session.set("left_line", False)
+        await show_notice(t("line_left"))
 
 
 async def abort_current_reply() -> None:

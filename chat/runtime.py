@@ -45,7 +45,9 @@ from .arrival import Arrival
 from .chainlit_door import Step, drop_blocking_sleep, guard_module_getattr, private_files_folder
 from .conversation import Seal
 from .export import Exports
+from .history.claims import claim_thread
 from .history.setup import register as register_history
+from .history.setup import step_stored
 from .ui.live import LiveReplies
 from .ui.panel import options_from
 
@@ -64,7 +66,7 @@ class Runtime:
     trust: ProxyTrust  # the proxy whose forwarded addresses count
     door: FrontDoor  # every socket event's first step (chat.access.front_door)
     steps: dict[str, list[Step]]  # the app's steps of each event, outermost first
-    exports: Exports = field(default_factory=Exports)  # the export links' tokens
+    exports: Exports  # the export links' tokens
     live: LiveReplies = field(default_factory=LiveReplies)  # replies a reload may follow
 
 
@@ -174,7 +176,7 @@ def configure(
     guards.register(trust, hosts, settings)
     token = settings.ops_token.get_secret_value().encode() if settings.ops_token else None
     routes.register(engine, token, trust)
-    export.register(lambda: runtime().exports)
+    export.register(lambda: runtime().exports, lambda: runtime().seal)
     return current
 
 
@@ -194,16 +196,18 @@ def _build(engine: ChatClient, seat: Attachment | None, comebacks: Comebacks) ->
         check_settings=lambda values: options_from(values, engine),
         close=chainlit_door.close_socket,
     )
-    arrival = Arrival(comebacks.reconnected, comebacks.resumed)
-    admission = Admission(engine.check_message, limits, trust)
+    arrival, exports = Arrival(comebacks.reconnected, comebacks.resumed), Exports()
+    stored = None if url is None else step_stored
+    admission = Admission(engine.check_message, limits, trust, stored)
     steps: dict[str, list[Step]] = {
+        "connect": [claim_thread],  # the thread is the server's or the user's own chat
         "connection_successful": [arrival.connected],
         "client_message": [admission.message, arrival.message],
         "edit_message": [admission.edit],
-        "disconnect": [arrival.disconnected],
+        "disconnect": [arrival.disconnected, exports.forgetting],
     }
     if not signed_in:  # signed-in users are accountable; anonymous addresses capped
         counted = ChatsPerAddress(trust, settings.max_chats_per_address, chats)
-        steps["connect"] = [counted.connect]
+        steps["connect"].insert(0, counted.connect)
         steps["disconnect"].append(counted.disconnect)
-    return Runtime(engine, limits, url, _seal(), trust, door, steps)
+    return Runtime(engine, limits, url, _seal(), trust, door, steps, exports)

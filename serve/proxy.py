@@ -120,9 +120,10 @@ def config_text(
 
     Header names with anything but letters, digits and hyphens are dropped
     (``X_Forwarded_For`` reached the app as ``X-Forwarded-For``); a request must arrive
-    whole within ``ERNIE_REQUEST_TIMEOUT_S`` (10 s) and an idle keep-alive connection ends
-    after as long, so idle connections cannot hold the port; a chat's websocket may stay
-    open and quiet an hour.
+    whole, its body too (buffered before it is passed on: a byte every 5 s held a
+    worker's request for ever), within ``ERNIE_REQUEST_TIMEOUT_S`` (10 s) and an idle
+    keep-alive connection ends after as long, so idle connections cannot hold the port;
+    a chat's websocket may stay open and quiet an hour.
     A worker that refuses a connection is down at once, and a request that a worker
     refused or closed unanswered goes to another (a dead unit's two workers have the
     fewest connections: before its checks failed, new pages went there, and got a 503
@@ -144,6 +145,7 @@ defaults
   retry-on conn-failure empty-response
   option redispatch 1
   timeout connect 5s
+  option http-buffer-request
   timeout http-request {request}
   timeout http-keep-alive {request}
   timeout client 30s

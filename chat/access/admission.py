@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,12 +63,18 @@ def _edited(session: WebsocketSession, payload: Any) -> None:
 
 
 def _text_of(payload: Any) -> str:
-    """The message's text, once the payload proved to be a chat message."""
+    """The message's text, once the payload proved to be a chat message: the user's (a
+    client chose ``assistant_message`` and an exchange of its own making), with an id
+    that is a new UUID."""
     message = payload.get("message") if isinstance(payload, dict) else None
     if not isinstance(message, dict) or not isinstance(message.get("output"), str):
         raise MalformedMessageError("no message text")
-    try:
-        valid_id = uuid.UUID(str(message.get("id"))).version == 4
+    if message.get("type") != "user_message":
+        raise MalformedMessageError("not a message of the user's")
+    named = message.get("id")
+    try:  # a version 4 UUID in its canonical text (the history's ids are compared as text)
+        parsed = uuid.UUID(str(named))
+        valid_id = parsed.version == 4 and str(parsed) == named
     except ValueError:
         valid_id = False
     if not valid_id:
@@ -81,6 +87,16 @@ class Admission:
     check: Callable[[str], str]  # the engine's message check: cleaned text, or refused
     limits: Turns
     trust: ProxyTrust
+    # Whether a step of this id is stored (the history's; None: no history): a new
+    # message may not take a stored id (Chainlit's edit then deleted what it named).
+    stored: Callable[[str], Awaitable[bool]] | None = None
+
+    async def check_new(self, session: WebsocketSession, payload: Any) -> None:
+        """A new message's id is no message's yet, in this chat or the history."""
+        wanted = payload["message"]["id"]
+        taken = any(m.id == wanted for m in chat_messages(session.id))
+        if taken or (self.stored is not None and await self.stored(wanted)):
+            raise MalformedMessageError("the message id is taken")
 
     def admit(self, session: WebsocketSession, payload: Any, *, edit: bool = False) -> Ticket:
         """Check and clean the message in ``payload``; count it. Its ticket, handed over to
@@ -125,6 +141,9 @@ def _admitting(admission: Admission, handler: Handler, *, edit: bool) -> Handler
         metrics.MESSAGES.inc()
         session = WebsocketSession.require(sid)
         try:
+            _text_of(payload)
+            if not edit:
+                await admission.check_new(session, payload)
             ticket = admission.admit(session, payload, edit=edit)
         except (MalformedMessageError, MessageRefusedError, LimitExceededError) as exc:
             logger.debug("message refused (%s): %s", type(exc).__name__, exc)

@@ -50,7 +50,8 @@ def register(trust: ProxyTrust, hosts: AllowedHosts, settings: Settings) -> None
     if RouteDoor in factories:
         return
     origins = settings.origin_list
-    rules = RouteRules(trust, origins, Rate(per_minute=settings.requests_per_minute))
+    rate = Rate(per_minute=settings.requests_per_minute)
+    rules = RouteRules(trust, origins, rate, body_timeout_s=settings.request_timeout_s)
     server.add_middleware(RouteDoor, rules=rules, socket_path=SOCKET_IO_PATH)
     policy = Policy(trust, settings.image_sources, origins)
     server.add_middleware(SecurityHeaders, policy=policy)

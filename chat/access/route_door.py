@@ -16,16 +16,27 @@ Refused at once, before a body is read or anything stored:
   ``session_id`` in the JSON body of the routes that take one) that is not a canonical
   UUID: 400 (the id Chainlit made a folder of came from the handshake:
   ``chat.access.front_door``; no other reaches a path, and none may try);
-* a body over ``MAX_BODY_BYTES`` (declared, or counted as it comes): 413.
+* a body over ``MAX_BODY_BYTES`` (declared, or counted as it comes): 413; one that has
+  not arrived whole ``body_timeout_s`` after its headers: 408 (a byte every 5 s held a
+  connection, and its request, for ever);
+* an action that is no button of the app's on a chat of this worker's: 400 or 404
+  (``chat.access.actions``; Chainlit answered a 500 and a traceback).
+
+Socket.IO's own path (matched whole: ``/ws/socket.ioX`` is any other route) passes to
+Engine.IO, its events to ``chat.access.front_door``; each socket it opens, a handshake
+(a request with no ``sid``) or a websocket, counts in the address's rate like a request
+(24,000 opens in 52 s from three addresses grew a worker by 384 MB). Its bodies are
+under the same deadline.
 
 Usage::
 
-    rules = RouteRules(trust, allowed_origins, Rate(per_minute=600))
+    rules = RouteRules(trust, allowed_origins, Rate(per_minute=600), body_timeout_s=10)
     app.add_middleware(RouteDoor, rules=rules, socket_path="/ws/socket.io")
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -36,10 +47,21 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from chainlit.config import config
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import metrics
 from ..chainlit_door import app_handles
+from .actions import action_refusal
+from .bodies import (
+    MAX_BODY_BYTES,
+    TooLarge,
+    TooSlow,
+    answer,
+    counting,
+    replayed,
+    under_deadline,
+    whole_body,
+)
 from .front_door import canonical_uuid
 from .peers import ProxyTrust
 from .rates import Rate
@@ -48,7 +70,6 @@ __all__ = ["MAX_BODY_BYTES", "RouteDoor", "RouteRules", "answer"]
 
 logger = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 1 << 20  # the largest JSON the app's routes take is a few KiB
 DRAINED_BYTES = 64 << 10  # a refused request's body read before the answer, up to this
 UNCOUNTED = ("/healthz", "/readyz")  # polled by load balancers and supervisors
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -66,6 +87,7 @@ class RouteRules:
     trust: ProxyTrust
     allowed_origins: Sequence[str]
     rate: Rate
+    body_timeout_s: float = 10.0  # a request's body arrives whole within this
 
     def own_origins(self, scope: Scope) -> set[str]:
         """The origin a page of this app has: the host it asked for, with its scheme
@@ -115,6 +137,15 @@ def _session_id_problem(scope: Scope) -> bool:
     return any(not canonical_uuid(value) for value in query.get("session_id", []))
 
 
+def _body_refusal(path: str, body: bytes) -> tuple[str, int, str] | None:
+    """(reason, status, detail) for a body the route may not take (None: it may)."""
+    if _body_names_a_bad_session(body):
+        return "session_id", 400, "the session id is not a UUID"
+    if path.endswith("/project/action") and (refused := action_refusal(body)) is not None:
+        return "action", *refused
+    return None
+
+
 def _body_names_a_bad_session(body: bytes) -> bool:
     """A JSON body whose session id is not a canonical UUID (other bodies: Chainlit's)."""
     try:
@@ -123,34 +154,6 @@ def _body_names_a_bad_session(body: bytes) -> bool:
         return False
     fields = data if isinstance(data, dict) else {}
     return any(name in fields and not canonical_uuid(fields[name]) for name in SESSION_FIELDS)
-
-
-async def _whole_body(receive: Receive) -> bytes:
-    """The request's body, read whole (``_TooLarge`` past ``MAX_BODY_BYTES``)."""
-    chunks, counted = [], _counting(receive)
-    while True:
-        message = await counted()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-def _replayed(body: bytes, receive: Receive) -> Receive:
-    """``body`` once, as one message; then what the connection says (its end)."""
-    given = False
-
-    async def replay() -> Message:
-        nonlocal given
-        if given:
-            return await receive()
-        given = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay
-
-
-class _TooLarge(Exception):
-    pass
 
 
 class RouteDoor:
@@ -164,35 +167,76 @@ class RouteDoor:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = str(scope.get("path", ""))
-        if scope["type"] != "http" or path.startswith(self.socket_path):
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        if path == self.socket_path or path.startswith(f"{self.socket_path}/"):
+            return await self._socket(scope, receive, send)
+        if scope["type"] != "http":
             return await self.app(scope, receive, send)
         refusal = self._refusal(scope, path)
         if refusal is not None:
-            reason, status, detail, headers = refusal
-            metrics.REFUSED.labels(door="route", reason=reason).inc()
-            declared = dict(scope.get("headers", [])).get(b"content-length", b"")
-            if declared.isdigit() and int(declared) <= DRAINED_BYTES:
-                await _whole_body(receive)  # read first: closing on unread bytes resets
-            return await answer(send, status, detail, headers)
+            return await self._refuse(scope, receive, send, refusal)
         try:
+            receive = under_deadline(receive, self.rules.body_timeout_s)
             if scope.get("method") in UNSAFE_METHODS and path.endswith(SESSION_BODY_PATHS):
-                body = await _whole_body(receive)
-                if _body_names_a_bad_session(body):
-                    metrics.REFUSED.labels(door="route", reason="session_id").inc()
-                    return await answer(send, 400, "the session id is not a UUID")
-                receive = _replayed(body, receive)
-            await self.app(scope, _counting(receive), send)
-        except _TooLarge:  # a body sent without its length
+                body = await whole_body(receive)
+                refused = _body_refusal(path, body)
+                if refused is not None:
+                    metrics.REFUSED.labels(door="route", reason=refused[0]).inc()
+                    return await answer(send, *refused[1:])
+                receive = replayed(body, receive)
+            await self.app(scope, counting(receive), send)
+        except TooLarge:  # a body sent without its length
             await answer(send, 413, "request body too large")
+        except TooSlow:
+            metrics.REFUSED.labels(door="route", reason="body_slow").inc()
+            await answer(send, 408, "the request's body came too slowly")
+
+    async def _socket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Engine.IO's requests: each socket it opens counted in the address's rate."""
+        opens = scope["type"] == "websocket" or b"sid=" not in bytes(scope.get("query_string", b""))
+        refusal = self._rated(scope) if opens else None
+        if refusal is None:
+            timed = (
+                receive
+                if scope["type"] == "websocket"
+                else under_deadline(receive, self.rules.body_timeout_s)
+            )
+            try:
+                return await self.app(scope, timed, send)
+            except TooSlow:
+                metrics.REFUSED.labels(door="route", reason="body_slow").inc()
+                return await answer(send, 408, "the request's body came too slowly")
+        if scope["type"] == "websocket":  # refused before it is accepted: a 403
+            metrics.REFUSED.labels(door="route", reason="rate").inc()
+            return await send({"type": "websocket.close", "code": 1008})
+        await self._refuse(scope, receive, send, refusal)
+
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, refusal: tuple[str, int, str, list[Any]]
+    ) -> None:
+        reason, status, detail, headers = refusal
+        metrics.REFUSED.labels(door="route", reason=reason).inc()
+        declared = dict(scope.get("headers", [])).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) <= DRAINED_BYTES:
+            with contextlib.suppress(TooSlow):  # read first: closing on unread bytes resets
+                await whole_body(under_deadline(receive, self.rules.body_timeout_s))
+        await answer(send, status, detail, headers)
+
+    def _rated(self, scope: Scope) -> tuple[str, int, str, list[Any]] | None:
+        """The rate's refusal, if the address is past it (this request counted)."""
+        rules = self.rules
+        who, now = f"address:{rules.trust.address(scope)}", time.monotonic()
+        if rules.rate.allow(who, now=now):
+            return None
+        wait = b"%d" % math.ceil(rules.rate.retry_after_s(who, now=now))
+        return "rate", 429, "too many requests: try again shortly", [(b"retry-after", wait)]
 
     def _refusal(self, scope: Scope, path: str) -> tuple[str, int, str, list[Any]] | None:
         """(reason, status, detail, headers) of the first rule the request breaks."""
         rules, method = self.rules, str(scope.get("method", "GET"))
-        if path not in UNCOUNTED:
-            who, now = f"address:{rules.trust.address(scope)}", time.monotonic()
-            if not rules.rate.allow(who, now=now):
-                wait = b"%d" % math.ceil(rules.rate.retry_after_s(who, now=now))
-                return "rate", 429, "too many requests: try again shortly", [(b"retry-after", wait)]
+        if path not in UNCOUNTED and (rated := self._rated(scope)) is not None:
+            return rated
         if rules.cross_site(scope):
             logger.warning("refused a %s %s sent from another site", method, path)
             return "cross_site", 403, "this request came from another site", []
@@ -205,26 +249,3 @@ class RouteDoor:
         if not declared.isdigit() or int(declared) > MAX_BODY_BYTES:
             return "body_size", 413, "request body too large", []
         return None
-
-
-def _counting(receive: Receive) -> Receive:
-    received = 0
-
-    async def counted() -> Message:
-        nonlocal received
-        message = await receive()
-        received += len(message.get("body", b""))
-        if received > MAX_BODY_BYTES:
-            raise _TooLarge
-        return message
-
-    return counted
-
-
-async def answer(send: Send, status: int, detail: str, extra: Sequence[Any] = ()) -> None:
-    """A short JSON answer that closes the connection."""
-    body = json.dumps({"detail": detail}).encode()
-    headers: list[Any] = [(b"content-type", b"application/json"), (b"connection", b"close")]
-    headers += [(b"content-length", str(len(body)).encode()), *extra]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

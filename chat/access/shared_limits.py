@@ -91,6 +91,9 @@ class Store:
     def row(self, sql: str, *args: object) -> tuple[Any, ...]:
         return tuple(self._db.execute(sql, args).fetchone())
 
+    def rows(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in self._db.execute(sql, args).fetchall()]
+
     def run(self, sql: str, *args: object) -> int:
         """Run one statement; the new row's id (an INSERT's)."""
         return int(self._db.execute(sql, args).lastrowid or 0)

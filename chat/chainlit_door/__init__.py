@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from .patches import drop_blocking_sleep, guard_module_getattr
 from .server import (
+    action_names,
     add_routes_first,
     answer_messages,
     app_handles,
@@ -43,6 +44,7 @@ from .sockets import (
     close_socket,
     enter,
     leaving,
+    new_thread,
     receive,
     run_as_task,
     say,
@@ -58,6 +60,7 @@ from .sockets import (
 __all__ = [
     "Handler",
     "Step",
+    "action_names",
     "add_routes_first",
     "answer_messages",
     "app_handles",
@@ -71,6 +74,7 @@ __all__ = [
     "enter",
     "guard_module_getattr",
     "leaving",
+    "new_thread",
     "private_files_folder",
     "receive",
     "run_action",

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from chainlit.data.sql_alchemy import SQLAlchemyDataLayer
 
 __all__ = [
+    "action_names",
     "add_routes_first",
     "answer_messages",
     "app_handles",
@@ -87,6 +88,11 @@ def private_files_folder() -> Path:
     chainlit.config.FILES_DIRECTORY = folder  # read by sessions when they start
     chainlit.server.FILES_DIRECTORY = folder  # type: ignore[attr-defined]  # removed at exit
     return folder
+
+
+def action_names() -> frozenset[str]:
+    """The actions (buttons) the app registered callbacks for."""
+    return frozenset(config.code.action_callbacks or {})
 
 
 def app_handles(callback: str) -> bool:

@@ -11,6 +11,7 @@ from them, never around an earlier chain. A step named for an event Chainlit doe
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "check_socket_origins",
     "close_socket",
     "enter",
+    "new_thread",
     "receive",
     "run_as_task",
     "say",
@@ -127,6 +129,12 @@ def leaving(session: Any) -> bool:
     """The page asked Chainlit to clear its session (a new chat, not a reload: a reload
     just closes the socket)."""
     return bool(getattr(session, "to_clear", False))
+
+
+def new_thread(session: WebsocketSession) -> None:
+    """The session's chat is a new thread of the server's choosing (the one its page
+    named, if any, is still the one Chainlit tries to resume: not found, it says so)."""
+    session.thread_id = str(uuid.uuid4())
 
 
 def enter(session: WebsocketSession) -> None:

@@ -8,9 +8,16 @@ element, feedback and user id is refused unless it is a UUID in its canonical
 lower-case form, at every entry point (SQLite compares text: an upper-case copy of another
 user's thread id was a thread of its own there), and that query is built with bound
 parameters (``chat.history.thread_query``); the SQLite schema checks the shape of ids too
-(``chat.history``), and PostgreSQL's columns are UUIDs. A step may be written only into a
-chat of the user writing it, and only where it already belongs; a chat's name (Chainlit
-takes its first message) is cut to ``THREAD_NAME_CHARS``.
+(``chat.history``), and PostgreSQL's columns are UUIDs. A chat's name (Chainlit takes its
+first message) is cut to ``THREAD_NAME_CHARS``.
+
+Every read and write of a chat checks its owner against who asks (``requester``: the user
+of the chat whose socket the task serves, else the signed-in user of the HTTP request):
+another user's chat reads as none (``get_thread``, for a resume and an export), and a
+write into it (``update_thread``, ``create_step``, ``delete_step``, feedback) is refused
+with ``HistoryAccessError``; a socket whose write was refused is closed (an honest page
+writes only into its own chat: the thread id is the server's, ``chat.history.claims``).
+A step may be written only where it already belongs.
 
 Usage::
 
@@ -24,13 +31,14 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NoReturn
 
 from chainlit.context import context_var
 from chainlit.data.sql_alchemy import SQLAlchemyDataLayer
 from chainlit.types import Feedback, ThreadDict
 
 from ..access.peers import REQUEST_USER
+from ..chainlit_door import close_socket
 from .thread_query import user_threads
 
 __all__ = [
@@ -39,6 +47,7 @@ __all__ = [
     "HistoryIdError",
     "SafeDataLayer",
     "checked_id",
+    "requester",
 ]
 
 logger = logging.getLogger(__name__)
@@ -94,14 +103,28 @@ class SafeDataLayer(SQLAlchemyDataLayer):
         return await super().get_thread_author(checked_id(thread_id, "thread"))
 
     async def get_thread(self, thread_id: str) -> ThreadDict | None:
-        return await super().get_thread(checked_id(thread_id, "thread"))
+        """The chat, if it is the requester's (another user's reads as none)."""
+        thread = await super().get_thread(checked_id(thread_id, "thread"))
+        if thread is not None and thread.get("userIdentifier") != requester():
+            logger.warning("history: refused a read of another user's chat")
+            return None
+        return thread
+
+    async def author_of(self, thread_id: str) -> str | None:
+        """The identifier of the chat's user (None: no such chat yet, or no user)."""
+        return (await self._owners(checked_id(thread_id, "thread")))[1]
 
     async def update_thread(self, thread_id: str, *args: Any, **kwargs: Any) -> None:
         checked_id(thread_id, "thread")
         new_owner = _optional(kwargs.get("user_id"), "user")
-        owner = await self._owner_of(thread_id)
+        owner, author = await self._owners(thread_id)
+        if author is not None and author != requester():
+            if not args and set(kwargs) == {"metadata"}:  # a closed socket's session
+                logger.warning("history: refused a session's settings for another's chat")
+                return  # persisted at its disconnect: nothing written, nothing to close
+            await _refuse("this chat is another user's")
         if new_owner is not None and owner not in (None, new_owner):
-            raise HistoryAccessError("this chat is another user's")  # no chat changes hands
+            await _refuse("this chat is another user's")  # no chat changes hands
         if isinstance(kwargs.get("name"), str):
             kwargs["name"] = kwargs["name"][:THREAD_NAME_CHARS]
         await super().update_thread(thread_id, *args, **kwargs)
@@ -130,31 +153,27 @@ class SafeDataLayer(SQLAlchemyDataLayer):
     async def _create_step(self, step_dict: Any) -> None:
         thread = checked_id(step_dict.get("threadId"), "thread")
         _optional(step_dict.get("parentId"), "step")
-        # A message's id is the client's choice: it may not take over another chat's step,
-        # nor write into another user's chat.
+        # A message's id is the client's choice: it may not take over another chat's step.
         if await self._thread_of("steps", step_dict["id"]) not in (None, thread):
-            raise HistoryAccessError("this step belongs to another chat")
-        author = await self._author_of(thread)
-        if author is not None and author != _session_user():
-            raise HistoryAccessError("this chat is not the user's")
-        await super().create_step(step_dict)
+            await _refuse("this step belongs to another chat")
+        await super().create_step(step_dict)  # its update_thread checks the chat's owner
 
-    async def _author_of(self, thread_id: str) -> str | None:
-        """The identifier of the chat's user (None: no such chat yet, or no user)."""
-        return await self._thread_column(thread_id, "userIdentifier")
+    async def step_stored(self, step_id: str) -> bool:
+        """Whether a step of this id is stored (in any chat)."""
+        return await self._thread_of("steps", checked_id(step_id, "step")) is not None
 
-    async def _owner_of(self, thread_id: str) -> str | None:
-        """The id of the chat's user (None: no such chat yet, or no user)."""
-        return await self._thread_column(thread_id, "userId")
-
-    async def _thread_column(self, thread_id: str, column: str) -> str | None:
-        query = f'SELECT "{column}" FROM threads WHERE "id" = :id'
+    async def _owners(self, thread_id: str) -> tuple[str | None, str | None]:
+        """The chat's user's id and identifier (None, None: no such chat yet)."""
+        query = 'SELECT "userId", "userIdentifier" FROM threads WHERE "id" = :id'
         rows = await self.execute_sql(query=query, parameters={"id": thread_id})
-        found = rows[0][column] if isinstance(rows, list) and rows else None
-        return None if found is None else str(found)
+        if not isinstance(rows, list) or not rows:
+            return None, None
+        owner, author = rows[0]["userId"], rows[0]["userIdentifier"]
+        return (None if owner is None else str(owner)), (None if author is None else str(author))
 
     async def delete_step(self, step_id: str) -> None:
         async with self._turn_of(checked_id(step_id, "step")):
+            await self._require_owner(await self._thread_of("steps", step_id), unowned_ok=True)
             await super().delete_step(step_id)
 
     async def get_step(self, step_id: str) -> Any:
@@ -179,13 +198,15 @@ class SafeDataLayer(SQLAlchemyDataLayer):
         rows = await self.execute_sql(query=query, parameters={"id": checked_id(row_id, table)})
         return str(rows[0]["threadId"]) if isinstance(rows, list) and rows else None
 
-    async def _require_owner(self, thread_id: str | None) -> None:
-        """The signed-in user of this request owns ``thread_id`` (Chainlit checks no
-        owner before it changes feedback)."""
-        user = REQUEST_USER.get()
-        author = await super().get_thread_author(thread_id) if thread_id else None
-        if user is None or author != user:
-            raise HistoryAccessError("this chat is not the user's")
+    async def _require_owner(self, thread_id: str | None, *, unowned_ok: bool = False) -> None:
+        """The requester owns ``thread_id`` (Chainlit checks no owner before it changes
+        feedback or deletes a step); ``unowned_ok``: a step of no chat, or of a chat that
+        has no user yet (its first write, under way), is no one's to guard."""
+        author = (await self._owners(thread_id))[1] if thread_id else None
+        if author is None and unowned_ok:
+            return
+        if author is None or author != requester():
+            await _refuse("this chat is not the user's")
 
     async def get_element(self, thread_id: str, element_id: str) -> Any:
         checked_id(thread_id, "thread")
@@ -202,8 +223,22 @@ class SafeDataLayer(SQLAlchemyDataLayer):
         await super().delete_element(element_id, _optional(thread_id, "thread"))
 
 
-def _session_user() -> str | None:
-    """The signed-in user of the chat whose socket writes (steps come from chats)."""
+def requester() -> str | None:
+    """Who asks: the user of the chat whose socket this task serves (Chainlit's context),
+    else the signed-in user of this HTTP request (None: no one)."""
     current = context_var.get(None)
-    user = getattr(current.session, "user", None) if current is not None else None
-    return getattr(user, "identifier", None)
+    user = getattr(getattr(current, "session", None), "user", None)
+    identifier = getattr(user, "identifier", None)
+    return identifier if isinstance(identifier, str) else REQUEST_USER.get()
+
+
+async def _refuse(reason: str) -> NoReturn:
+    """``HistoryAccessError``; a chat's socket that asked is closed (its page wrote into
+    a chat that is not its user's: no honest page does)."""
+    logger.warning("history: refused: %s", reason)
+    current = context_var.get(None)
+    socket = getattr(getattr(current, "session", None), "socket_id", None)
+    if isinstance(socket, str):
+        with contextlib.suppress(Exception):  # closing already
+            await close_socket(socket)
+    raise HistoryAccessError(reason)

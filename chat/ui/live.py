@@ -9,13 +9,15 @@ its final form with its buttons (``chat.ui.streaming.follow_reply``). Nothing is
 generated twice, and nothing is stored twice: the new session only shows.
 
 Kept per process: a browser's reload comes back to its worker (the group's HAProxy pins
-it with a cookie), where its reply is being written.
+it with a cookie), where its reply is being written. Keyed by the chat's user and its
+thread: a page follows only its own user's reply (a thread id alone was another user's
+to name, and a reloaded page showed and adopted that user's reply as its own).
 
 Usage::
 
-    with replies.writing(thread_id, reply):  # the reply is written in the block
+    with replies.writing(user, thread_id, reply):  # the reply is written in the block
         ...
-    replies.of(thread_id)                    # a resumed chat: its reply being written, if any
+    replies.of(user, thread_id)        # a resumed chat: its reply being written, if any
 """
 
 from __future__ import annotations
@@ -38,20 +40,21 @@ class LiveReply:
 
 class LiveReplies:
     def __init__(self) -> None:
-        self._by_thread: dict[str, LiveReply] = {}
+        self._by_chat: dict[tuple[str, str], LiveReply] = {}
 
     @contextlib.contextmanager
-    def writing(self, thread_id: str, message: Any) -> Iterator[LiveReply]:
-        """``message`` is the reply being written in ``thread_id`` until the block ends
-        (its final form set, or it stopped or failed)."""
-        live = self._by_thread[thread_id] = LiveReply(message)
+    def writing(self, user: str, thread_id: str, message: Any) -> Iterator[LiveReply]:
+        """``message`` is the reply being written in ``user``'s chat ``thread_id`` until
+        the block ends (its final form set, or it stopped or failed)."""
+        chat = (user, thread_id)
+        live = self._by_chat[chat] = LiveReply(message)
         try:
             yield live
         finally:
             live.ended = True
-            if self._by_thread.get(thread_id) is live:
-                del self._by_thread[thread_id]
+            if self._by_chat.get(chat) is live:
+                del self._by_chat[chat]
 
-    def of(self, thread_id: str) -> LiveReply | None:
-        """The reply being written in ``thread_id``, if any."""
-        return self._by_thread.get(thread_id)
+    def of(self, user: str, thread_id: str) -> LiveReply | None:
+        """The reply being written in ``user``'s chat ``thread_id``, if any."""
+        return self._by_chat.get((user, thread_id))

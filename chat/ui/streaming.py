@@ -75,7 +75,8 @@ async def announce_engine(engine: ChatClient) -> None:
 
 async def wait_in_line(turns: Turns, ticket: Ticket) -> None:
     """Until the message's turn: its place and wait shown, updated in place as the line
-    moves (a passing notice, gone when the reply starts)."""
+    moves (a passing notice, gone when the reply starts); ``LeftLineError`` if the chat
+    went away meanwhile (``Turns.leave``)."""
     notice = cl.Message(content="")
 
     async def show(place: Place) -> None:
@@ -85,7 +86,7 @@ async def wait_in_line(turns: Turns, ticket: Ticket) -> None:
         await (cl.context.emitter.update_step(step) if shown else _show(notice))
 
     try:
-        await turns.wait_turn(ticket, show)
+        await turns.wait_turn(ticket, show, chat=cl.context.session.id)
     finally:
         if notice.content:
             with contextlib.suppress(Exception):  # the chat may be gone (a closed tab)
@@ -103,8 +104,10 @@ async def stream_reply(
     """Thinking indicator until the first text, buffered chunks, then notes and stats;
     with ``live`` (the history is on), a page reloaded meanwhile follows it."""
     reply = cl.Message(content="")
-    thread_id = cl.context.session.thread_id
-    with contextlib.nullcontext() if live is None else live.writing(thread_id, reply):
+    session = cl.context.session
+    user = getattr(session.user, "identifier", None)
+    writing = None if live is None or user is None else live.writing(user, session.thread_id, reply)
+    with writing or contextlib.nullcontext():
         await _write(engine, reply, (message_id, text), conversation, options)
 
 

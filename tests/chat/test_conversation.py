@@ -128,12 +128,22 @@ def test_a_reply_another_session_recorded_is_adopted_only_when_signed() -> None:
 
 def test_a_reply_being_written_is_found_by_its_chat_until_it_ends() -> None:
     replies = LiveReplies()
-    with replies.writing("thread", "first reply") as first:
-        assert replies.of("thread") is first and not first.ended
-        with replies.writing("thread", "regenerated") as second:  # the newer is the one
-            assert replies.of("thread") is second
-        assert replies.of("thread") is None and second.ended
-    assert first.ended and replies.of("thread") is None
+    with replies.writing("ann", "thread", "first reply") as first:
+        assert replies.of("ann", "thread") is first and not first.ended
+        with replies.writing("ann", "thread", "regenerated") as second:  # the newer is the one
+            assert replies.of("ann", "thread") is second
+        assert replies.of("ann", "thread") is None and second.ended
+    assert first.ended and replies.of("ann", "thread") is None
+
+
+def test_a_reply_being_written_is_found_by_its_own_user_only() -> None:
+    """A thread id alone was another user's to name: a reload followed that user's reply."""
+    replies = LiveReplies()
+    with replies.writing("mallory", "thread", "mallory's reply") as mallorys:
+        assert replies.of("ann", "thread") is None
+        with replies.writing("ann", "thread", "ann's reply") as anns:
+            assert replies.of("ann", "thread") is anns
+            assert replies.of("mallory", "thread") is mallorys
 
 
 def test_a_resumed_chats_last_reply_is_the_last_signed_exchange() -> None:

@@ -84,11 +84,18 @@ async def test_another_users_socket_writes_nothing_into_a_thread_and_reads_none(
         await page.send("alice's secret")
         thread_id = page.session.thread_id
         await stored_steps(layer, "alice", thread_id, 2)
+        # A session holding her chat's id (the connect's claim, chat.history.claims,
+        # gives none: this is the data layer's own check, below it).
         intruder = app.open_page(user=bob, thread_id=thread_id, address="127.0.0.3")
         await intruder.connect()
         await intruder.send("bob was here")
         steps = await stored_steps(layer, "alice", thread_id, 2)
         assert not any("bob" in s["output"] for s in steps)
+        token = REQUEST_USER.set("bob")
+        try:  # her chat reads as none to him
+            assert await layer.get_thread(thread_id) is None
+        finally:
+            REQUEST_USER.reset(token)
     assert await layer.get_all_user_threads(bob.id) == []
     threads = await layer.get_all_user_threads(alice.id)
     assert [t["id"] for t in threads or []] == [thread_id]
