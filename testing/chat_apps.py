@@ -8,7 +8,8 @@ its own (``testing.visitors``), so no test meets another's counts, whatever the 
 * ``signed_app``: sign-in from a users file and from a proxy's header, history, an
   operations token.
 * ``history``: ``tests/chat/test_history.py``'s app on SQLite and on a real PostgreSQL.
-* ``signed_group``: ``signed_app``'s sign-in on two workers behind the group's HAProxy.
+* ``signed_group``: ``signed_app``'s sign-in on two workers behind the group's HAProxy,
+  with a history file they share.
 
 Each ``*_loading`` fixture starts its app at the lowest priority, not waited for: it loads
 on the CPU the tests before its own leave idle.
@@ -121,13 +122,15 @@ def signed_app(signed_app_loading: AppServer, vllm_server: Server) -> AppServer:
 def signed_group_loading(
     scripted_model: Path, vllm_loading: Server, users_file: Path
 ) -> Iterator[AppServer]:
-    """Two workers behind the group's HAProxy with ``signed_app``'s sign-in (no history):
-    what one address tries through the one port, whichever worker HAProxy picks."""
+    """Two workers behind the group's HAProxy with ``signed_app``'s sign-in and a history
+    they share: what one address tries through the one port, whichever worker HAProxy
+    picks."""
     folder = users_file.parent / "signed-group"
     folder.mkdir()
     env = _remote(scripted_model, vllm_loading, 16) | SIGNED_ENV | {"ERNIE_WORKERS": "2"}
     env |= {"ERNIE_MAX_REPLIES": "2", "ERNIE_MAX_WAITING": "16"}  # a line over both workers
-    env |= {"ERNIE_USERS_FILE": str(users_file), "ERNIE_HISTORY_URL": "off"}
+    env |= {"ERNIE_USERS_FILE": str(users_file)}
+    env |= {"ERNIE_HISTORY_URL": f"sqlite:///{folder / 'history.db'}"}
     with AppServer.run(env, folder / "group.log", prefix=background.lowest_priority()) as app:
         yield app
 

@@ -13,6 +13,7 @@ Usage::
         again.resumed_thread                        # a chat from the history, resumed
     async with ChatClient.connect(url, settle=False) as eager:
         await eager.send("你好")                    # sent at once, before the chat started
+    status, body = await chat.http("POST", "/project/action", json=...)  # as the page posts
 """
 
 from __future__ import annotations
@@ -65,8 +66,10 @@ class Reply:
 
 
 class ChatClient:
-    def __init__(self, sio: socketio.AsyncClient) -> None:
+    def __init__(self, sio: socketio.AsyncClient, http: aiohttp.ClientSession) -> None:
         self._sio = sio
+        self._http = http  # the tab's own: its cookies (a group's worker), its address
+        self.url = ""
         self._reply, self._reply_id = None, None  # type: tuple[Reply | None, str | None]
         self._done = asyncio.Event()
         self._started = asyncio.Event()  # the chat's start (or resume) task ended
@@ -77,6 +80,8 @@ class ChatClient:
         self.resumed_thread: dict[str, Any] | None = None  # what the app sent to resume
         self.resumes = 0  # how often the app sent it
         self.messages: list[str] = []  # every message the app sent this chat, in order
+        self.shown_ids: set[str] = set()  # the ids of the messages it sent or updated
+        self._headers: dict[str, str] = {}
         events = ("stream_start", "stream_token", "new_message", "task_start", "task_end")
         events += ("resume_thread", "resume_thread_error", "update_message", "connect")
         for event in (*events, "disconnect"):
@@ -106,7 +111,7 @@ class ChatClient:
         jar = aiohttp.CookieJar(unsafe=True)  # an IP host's worker cookie kept, as a browser
         async with aiohttp.ClientSession(connector=connector, cookie_jar=jar) as http:
             sio = socketio.AsyncClient(http_session=http, reconnection_delay=0.5)
-            opened = cls._opened(sio, url, headers, thread_id, settle, handshake or {})
+            opened = cls._opened(sio, http, url, headers, thread_id, settle, handshake or {})
             async with opened as client:
                 yield client
 
@@ -115,13 +120,15 @@ class ChatClient:
     async def _opened(
         cls,
         sio: socketio.AsyncClient,
+        http: aiohttp.ClientSession,
         url: str,
         headers: dict[str, str] | None,
         thread_id: str | None,
         settle: bool,
         handshake: dict[str, Any],
     ) -> AsyncIterator[ChatClient]:
-        client = cls(sio)
+        client = cls(sio, http)
+        client.url, client._headers = url, dict(headers or {})
         client._resuming = thread_id is not None
         client.session_id = handshake.get("sessionId", client.session_id)
         auth = {
@@ -145,6 +152,20 @@ class ChatClient:
             yield client
         finally:
             await sio.disconnect()
+
+    async def http(self, method: str, path: str, **options: Any) -> tuple[int, str]:
+        """An HTTP request as the tab's page makes it: its cookies (a group's worker
+        cookie among them), its address, the headers it connected with; status and body."""
+        headers = self._headers | dict(options.pop("headers", {}))
+        async with self._http.request(
+            method, f"{self.url}{path}", headers=headers, **options
+        ) as answer:
+            return answer.status, await answer.text()
+
+    def seen(self, step_id: str) -> bool:
+        """Whether the app sent this chat a message of ``step_id`` (new, updated, resumed)."""
+        resumed = (self.resumed_thread or {}).get("steps") or []
+        return step_id in self.shown_ids or any(s.get("id") == step_id for s in resumed)
 
     async def _on_connect(self) -> None:
         self.connects += 1
@@ -215,6 +236,7 @@ class ChatClient:
         """A reply in its final form again (it ended while the socket was gone), or a notice
         updated in place (a place in line)."""
         self.messages.append(step.get("output") or "")
+        self.shown_ids.add(str(step.get("id")))
         if self._reply is not None and step.get("id") == self._reply_id:
             self._final(step["output"])
 
@@ -225,6 +247,11 @@ class ChatClient:
 
     async def _on_resume_thread_error(self, *_: Any) -> None:
         self._started.set()  # resumed_thread stays None: the app could not resume it
+
+    @property
+    def reply_id(self) -> str | None:
+        """The id of the reply in progress (or the last one), once it streams."""
+        return self._reply_id
 
     async def _on_stream_start(self, step: dict[str, Any]) -> None:
         self.streamed_ids.add(step["id"])
@@ -249,6 +276,7 @@ class ChatClient:
     async def _on_new_message(self, step: dict[str, Any]) -> None:
         self.thread_id = step.get("threadId") or self.thread_id
         self.messages.append(step.get("output") or "")
+        self.shown_ids.add(str(step.get("id")))
         if self._reply is None:
             return
         if step.get("id") == self._reply_id:

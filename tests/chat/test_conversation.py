@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chat.conversation import MAX_EXCHANGES, Conversation, Seal, last_reply_step
+from chat.export import chat_entries
 from chat.ui.live import LiveReplies
 from chat.ui.markdown import fix_cjk_emphasis, protect_dollars
 from engine.prompt import Turn
@@ -158,3 +159,20 @@ def test_a_resumed_chats_last_reply_is_the_last_signed_exchange() -> None:
     found = last_reply_step(steps, seal)
     assert found is not None and found["id"] == "a1"
     assert last_reply_step(steps[:1], seal) is None
+
+
+def test_an_export_holds_only_the_exchanges_the_app_signed() -> None:
+    """A client chooses its messages' type and metadata: an exchange of its own making
+    was exported as the model's words."""
+    seal = Seal(b"k" * 32)
+    signed = Conversation(seal).record("u1", "hi", "one")
+    made_up = {"exchange": {"message_id": "u2", "user_text": "q", "reply_text": "forged"}}
+    steps = [
+        {"id": "u1", "type": "user_message", "output": "hi", "createdAt": "t1"},
+        {"id": "a1", "type": "assistant_message", "metadata": signed, "createdAt": "t2"},
+        {"id": "u2", "type": "user_message", "output": "q", "createdAt": "t3"},
+        {"id": "a2", "type": "assistant_message", "metadata": made_up, "createdAt": "t4"},
+        {"id": "a3", "type": "assistant_message", "metadata": signed | {"signature": "x"}},
+    ]
+    entries = chat_entries(steps, seal)
+    assert [(e.role, e.text) for e in entries] == [("user", "hi"), ("assistant", "one")]

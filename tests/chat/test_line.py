@@ -14,7 +14,9 @@ import re
 import httpx
 
 from testing.accounts import OPS_TOKEN, PROXY, named, session_cookie
+from testing.chat_apps import LONGEST_REPLY
 from testing.chat_client import ChatClient, Reply
+from testing.polling import until
 from testing.servers import AppServer
 from testing.visitors import visitor
 
@@ -92,3 +94,37 @@ async def test_two_workers_share_one_line_behind_the_proxy(signed_group: AppServ
     # its first look); a line of each worker's own would have let four run, two waiting.
     assert sum(shown) >= 3, shown
     assert line_waits(signed_group.url, bearer) - waited_before >= sum(shown)
+
+
+def metric(url: str, name: str) -> float:
+    """The sum of a metric's samples in ``/metrics`` (every label)."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return sum(float(v) for v in re.findall(rf"^{name}(?:\{{[^}}]*\}})? (\S+)$", text, re.M))
+
+
+async def test_a_closed_tabs_waiting_message_leaves_the_line_and_runs_no_reply(
+    open_app: AppServer,
+) -> None:
+    """History off: a page that goes away stops its reply at once, and a message of it
+    waiting in line leaves it (before, three closed tabs' messages each ran a whole reply
+    for nobody, ahead of a newcomer)."""
+    url = open_app.url
+    replies_before = metric(url, "ernie_replies_total")
+    async with ChatClient.connect(url, source=visitor()) as running:
+        await running.change_settings(LONGER | {"max_tokens": LONGEST_REPLY})
+        long_one = asyncio.create_task(running.send("写一篇长文"))
+        await until(lambda: running.reply_id is not None, 60, "the long reply streaming")
+        for _ in range(3):  # each a visitor of its own: their message waits, then they go
+            async with ChatClient.connect(url, source=visitor()) as gone:
+                await gone.change_settings(LONGER)
+                sending = asyncio.create_task(gone.send("你好"))
+                await gone.wait_for_message(lambda m: IN_LINE.search(m) is not None)
+            sending.cancel()
+        await until(lambda: metric(url, "ernie_line_waiting") == 0, 10, "the line empty")
+        assert running.reply is not None and running.reply.final is None  # still writing
+        assert (await long_one).error is None
+    async with ChatClient.connect(url, source=visitor()) as newcomer:
+        reply = await newcomer.send("你好")
+    assert reply.error is None and reply.final
+    assert not any(IN_LINE.search(m) for m in newcomer.messages)  # nobody ahead
+    assert metric(url, "ernie_replies_total") - replies_before == 2  # the long one, and his

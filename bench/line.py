@@ -1,0 +1,165 @@
+"""``python -m bench.line``: what a long line costs the worker that holds it, before and
+after a change, in one invocation.
+
+A worker's waiting messages each look at the line (``chat.access.turns``) every
+``LOOK_S`` on the worker's event loop, which also answers its HTTP requests. Here N
+messages from 256 visitors wait behind one running reply, on one event loop, for a few
+seconds, with ``Turns`` as it is now and as it was at ``--before`` (a git revision, read
+with ``git show``); meanwhile another thread asks the loop's ``/healthz`` every 20 ms.
+Printed: the loop thread's CPU (cores) and ``/healthz``'s p50/p99, each N, both
+versions, and their ratios; written to ``--out/line.json``.
+
+Usage::
+
+    python -m bench.line [--waiting 100 1000 4000] [--seconds 5] [--before 6d7ee8b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import resource
+import statistics
+import subprocess
+import threading
+import time
+import types
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from chat.access import turns as after
+from testing.servers import ROOT, free_port
+
+VISITORS = 256  # the live finding's addresses
+ASK_EVERY_S = 0.02
+HEALTHZ = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+
+
+def turns_at(revision: str) -> types.ModuleType:
+    """``chat.access.turns`` as it was at ``revision`` (imported beside today's)."""
+    source = subprocess.check_output(
+        ["git", "show", f"{revision}:chat/access/turns.py"], cwd=ROOT, text=True
+    )
+    spec = importlib.util.spec_from_loader("chat.access.turns_before", loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "chat.access"
+    exec(compile(source, f"{revision}:chat/access/turns.py", "exec"), module.__dict__)
+    return module
+
+
+async def _serve_healthz(port: int) -> asyncio.Server:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(HEALTHZ)
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(answer, "127.0.0.1", port)
+
+
+def _ask(port: int, until: threading.Event, took: list[float]) -> None:
+    """``/healthz`` every ``ASK_EVERY_S`` until told; each answer's time (ms)."""
+    while not until.is_set():
+        started = time.perf_counter()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30) as answer:
+            answer.read()
+        took.append((time.perf_counter() - started) * 1000)
+        time.sleep(ASK_EVERY_S)
+
+
+def _thread_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_THREAD)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def measure(module: types.ModuleType, waiting: int, seconds: float) -> dict[str, float]:
+    """N waiting behind one running reply for ``seconds``: the loop's CPU and /healthz."""
+    line = module.Turns(
+        ":memory:", worker=0, core=0, max_replies=10**6, per_minute=10**6, slots=1, line=10**6
+    )
+    now = time.monotonic()
+    line.admit("address:running", now=now)
+    tickets = [line.admit(f"address:10.0.0.{n % VISITORS}", now=now) for n in range(waiting)]
+
+    async def show(place: Any) -> None:
+        return None
+
+    waiters = [asyncio.create_task(line.wait_turn(ticket, show)) for ticket in tickets]
+    await asyncio.sleep(1.0)  # every waiter has looked once
+    port, stop, took = free_port(), threading.Event(), []
+    server = await _serve_healthz(port)
+    asker = threading.Thread(target=_ask, args=(port, stop, took))
+    cpu, wall = _thread_cpu_s(), time.monotonic()
+    asker.start()
+    await asyncio.sleep(seconds)
+    cpu, wall = _thread_cpu_s() - cpu, time.monotonic() - wall
+    stop.set()
+    while asker.is_alive():
+        await asyncio.sleep(0.05)
+    server.close()
+    for waiter in waiters:
+        waiter.cancel()
+    await asyncio.gather(*waiters, return_exceptions=True)
+    quantiles = statistics.quantiles(took, n=100)
+    return {
+        "cpu_cores": cpu / wall,
+        "healthz_p50_ms": quantiles[49],
+        "healthz_p99_ms": quantiles[98],
+    }
+
+
+def _report(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| waiting | version | loop CPU (cores) | /healthz p50 ms | /healthz p99 ms |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['waiting']:,} | {row['version']} | {row['cpu_cores']:.2f} "
+            f"| {row['healthz_p50_ms']:.1f} | {row['healthz_p99_ms']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def _ratios(rows: list[dict[str, Any]], before: str) -> str:
+    out = []
+    for waiting in sorted({row["waiting"] for row in rows}):
+        old = next(r for r in rows if r["waiting"] == waiting and r["version"] == before)
+        new = next(r for r in rows if r["waiting"] == waiting and r["version"] == "now")
+        out.append(
+            f"{waiting:,} waiting: CPU {old['cpu_cores'] / max(new['cpu_cores'], 1e-6):.1f}x "
+            f"less, /healthz p99 {old['healthz_p99_ms'] / new['healthz_p99_ms']:.1f}x faster"
+        )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.line", description=__doc__)
+    parser.add_argument("--waiting", type=int, nargs="+", default=[100, 1000, 4000])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--before", default="6d7ee8b", help="the git revision to compare")
+    parser.add_argument("--out", type=Path, default=ROOT / "artifacts" / "bench")
+    args = parser.parse_args(argv)
+    versions: dict[str, Callable[[], types.ModuleType]] = {
+        args.before: lambda: turns_at(args.before),
+        "now": lambda: after,
+    }
+    rows = []
+    for waiting in args.waiting:
+        for name, module in versions.items():
+            measured = asyncio.run(measure(module(), waiting, args.seconds))
+            rows.append({"waiting": waiting, "version": name, **measured})
+            print(f"{waiting:,} waiting, {name}: {measured}", flush=True)
+    print(_report(rows))
+    print(_ratios(rows, args.before))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "line.json").write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
