@@ -23,6 +23,7 @@ import json
 import resource
 import statistics
 import subprocess
+import sys
 import threading
 import time
 import types
@@ -48,6 +49,7 @@ def turns_at(revision: str) -> types.ModuleType:
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     module.__package__ = "chat.access"
+    sys.modules[spec.name] = module  # dataclasses look their module up
     exec(compile(source, f"{revision}:chat/access/turns.py", "exec"), module.__dict__)
     return module
 

@@ -37,7 +37,6 @@ Usage::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -113,7 +112,8 @@ class Turns:
         self.core, self.slots, self.line = core, slots, line
         self._max_replies = max_replies
         self._per_minute = per_minute
-        self._freed = asyncio.Event()  # set when a slot of this worker's is given back
+        self._freed = asyncio.Event()  # set at each look: every LOOK_S, or a slot freed here
+        self._ticker: asyncio.Task[None] | None = None  # sets it every LOOK_S while any wait
         self._handed: dict[str, Ticket] = {}  # message id -> its ticket, admission to reply
         self._look: _Look | None = None  # the last ranking, shared by this worker's waiters
         self._chats: dict[int, str] = {}  # waiting ticket -> its chat (``leave``)
@@ -198,9 +198,7 @@ class Turns:
                 if place != shown:
                     await show(place)
                     shown = place
-                freed = self._freed
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(freed.wait(), LOOK_S)
+                await self._next_look()
         finally:
             self._chats.pop(ticket.id, None)
             self._left.discard(ticket.id)
@@ -214,6 +212,18 @@ class Turns:
         if gone:
             self._wake()
         return len(gone)
+
+    async def _next_look(self) -> None:
+        """Until this worker's waiters look again: ``LOOK_S`` on one timer they share (one
+        each cost more than the look), or at once when a slot is freed here."""
+        if self._ticker is None or self._ticker.done():
+            self._ticker = asyncio.create_task(self._tick())
+        await self._freed.wait()
+
+    async def _tick(self) -> None:
+        while self._chats:
+            await asyncio.sleep(LOOK_S)
+            self._wake()
 
     def _wake(self) -> None:
         """This worker's waiters look at once."""

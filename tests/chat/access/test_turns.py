@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from chat.access.limits import WINDOW_S, LimitExceededError
-from chat.access.turns import LOOK_S, Place, Ticket, Turns
+from chat.access.shared_limits import Store
+from chat.access.turns import LOOK_S, LeftLineError, Place, Ticket, Turns
 
 
 def turns(path: Path | str = ":memory:", **values: int) -> Turns:
@@ -127,3 +128,53 @@ async def test_a_waiting_message_is_woken_when_a_slot_is_freed_and_sees_its_plac
     line.done(ahead)
     await asyncio.wait_for(waiter, 1)
     assert seen == [2, 1] and waiting.started is not None
+
+
+async def test_a_chat_that_went_away_takes_its_waiting_message_out_of_the_line() -> None:
+    line = turns(slots=1)
+    running = line.admit("alice", now=0)
+    gone, kept = line.admit("bob", now=0), line.admit("carol", now=0)
+
+    async def show(place: Place) -> None:
+        return None
+
+    leaving = asyncio.create_task(line.wait_turn(gone, show, chat="bob's tab"))
+    staying = asyncio.create_task(line.wait_turn(kept, show, chat="carol's tab"))
+    await asyncio.sleep(0.05)
+    assert line.leave("bob's tab") == 1
+    with pytest.raises(LeftLineError):
+        await asyncio.wait_for(leaving, 1)
+    line.done(gone)  # as the message's task does, however it ended
+    assert places(line, [kept]) == [1]  # carol is next now
+    line.done(running)
+    await asyncio.wait_for(staying, 1)
+    assert kept.started is not None
+
+
+async def test_a_workers_waiting_messages_share_one_ranking_a_look(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each waiting message ranked the whole line itself at every look (quadratic: 12.7
+    CPU cores for 2,000 waiting); the cost is counted in queries, not timed."""
+    rankings = 0
+    ranked = Store.rows
+
+    def counted(store: Store, sql: str, *args: object) -> list[tuple[object, ...]]:
+        nonlocal rankings
+        rankings += 1
+        return ranked(store, sql, *args)
+
+    monkeypatch.setattr(Store, "rows", counted)
+    line = turns(slots=1, line=500)
+    line.admit("holder", now=0)
+    waiting = [line.admit(f"visitor {n % 50}", now=0) for n in range(200)]
+
+    async def show(place: Place) -> None:
+        return None
+
+    waiters = [asyncio.create_task(line.wait_turn(t, show, chat=str(t.id))) for t in waiting]
+    await asyncio.sleep(3 * LOOK_S + 0.05)  # four looks
+    for waiter in waiters:
+        waiter.cancel()
+    await asyncio.gather(*waiters, return_exceptions=True)
+    assert 1 <= rankings <= 20, rankings  # about one a look (200 a look before)
