@@ -26,9 +26,19 @@ from typing import Any
 
 from settings.names import SettingsError, env_name
 
-__all__ = ["APP_LOGGERS", "JsonFormatter", "QuietFilter", "configure", "vllm_config"]
+__all__ = [
+    "APP_LOGGERS",
+    "JsonFormatter",
+    "QuietFilter",
+    "configure",
+    "to_log_file",
+    "vllm_config",
+]
 
 APP_LOGGERS = ("app", "bench", "chat", "deploy", "engine", "serve")
+# The app's loggers whose INFO lines go to the log file only: one a reply, under load a
+# flood on the console (a reply cut at the length limit, its stats).
+FILE_ONLY = ("engine.replies",)
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # vLLM's warnings about choices this app makes on purpose (no compilation on the CPU, no
 # Triton there, the CPU allocator hints, token-id prompts: the engine API the app uses on
@@ -62,9 +72,12 @@ class JsonFormatter(logging.Formatter):
 
 
 class QuietFilter(logging.Filter):
-    """The console's choice: the app's lines, and other loggers' unexpected warnings."""
+    """The console's choice: the app's lines (but one a reply), and other loggers'
+    unexpected warnings."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.name in FILE_ONLY and record.levelno < logging.WARNING:
+            return False
         if record.name.split(".")[0] in APP_LOGGERS:
             return True
         if record.levelno < logging.WARNING:
@@ -98,6 +111,15 @@ def vllm_config(level: str, fmt: str, log_file: Path) -> dict[str, Any]:
         "handlers": {"console": console, "file": to_file},
         "loggers": {"vllm": vllm},
     }
+
+
+def to_log_file(text: str) -> None:
+    """``text`` as an error line of the log file alone (the console said it already: a
+    start that stops, in its own words)."""
+    record = logging.LogRecord("serve", logging.ERROR, __file__, 0, text, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def configure(level: str, fmt: str, log_file: Path) -> Path:

@@ -16,17 +16,21 @@ import contextlib
 import json
 import logging
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from engine.model.memory import kv_bytes_per_token
 from settings.settings import Settings, SettingsError, env_name
 
-__all__ = ["ModelShape", "hub_unreachable", "read_model_config", "refuse"]
+__all__ = ["ModelShape", "hub_answers", "hub_unreachable", "read_model_config", "refuse"]
 
 logger = logging.getLogger(__name__)
 
+HUB_CONNECT_S = 5.0  # how long the hub's host may take to take a connection
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 
 
@@ -136,6 +140,22 @@ def _check_tokenizer(settings: Settings) -> None:
         )
 
 
+def hub_answers(timeout_s: float = HUB_CONNECT_S) -> bool:
+    """Whether the hub's host (``HF_ENDPOINT``) takes a connection, tried once; through a
+    proxy (``HTTPS_PROXY``, ``ALL_PROXY``) the hub client's own tries decide."""
+    from huggingface_hub import constants
+
+    if any(os.environ.get(name) for name in PROXY_VARIABLES):
+        return True
+    parts = urlsplit(constants.ENDPOINT)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=timeout_s):
+            return True
+    except OSError:  # no such name, refused, timed out
+        return False
+
+
 def _download_config(download: Any, settings: Settings) -> str:
     """The cached config.json at once if there is one; else ask the hub, with its retry
     warnings kept out of the operator's way (the outcome is reported in one line)."""
@@ -147,6 +167,8 @@ def _download_config(download: Any, settings: Settings) -> str:
                 settings.model, "config.json", revision=settings.revision, local_files_only=True
             )
         )
+    if not hub_answers():  # one try, not the hub client's retries (24-38 s to say so)
+        raise LocalEntryNotFoundError("the hub does not answer")
     hub_logger = logging.getLogger("huggingface_hub")
     level = hub_logger.level
     hub_logger.setLevel(logging.ERROR)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -151,7 +152,27 @@ BAD_CONFIGS: dict[str, tuple[Callable[[Path, Path], dict[str, str]], str, str]] 
         "ERNIE_MODEL",
         "HF_ENDPOINT",
     ),
+    # Said after one try (the hub client retried for 24-38 s before it said so).
+    "hub model, the hub's name unknown": (
+        lambda m, t: {"ERNIE_MODEL": "baidu/not-cached-here", "HF_ENDPOINT": "https://hub.invalid"},
+        "ERNIE_MODEL",
+        "the hub cannot be reached",
+    ),
 }
+
+
+def _cache_only() -> Any:
+    """The hub client's download, for the cache alone: asking the hub fails the test (its
+    retries were what took the answer 24-38 s)."""
+    import huggingface_hub
+
+    real = huggingface_hub.hf_hub_download
+
+    def cache_only(*args: Any, **kwargs: Any) -> Any:
+        assert kwargs.get("local_files_only"), "the hub was asked, with its retries"
+        return real(*args, **kwargs)
+
+    return cache_only
 
 
 @pytest.mark.parametrize("case", list(BAD_CONFIGS))
@@ -171,6 +192,11 @@ def test_bad_configuration_exits_2_with_one_line_before_loading(
         monkeypatch.setenv(key, value)
     if "HF_HUB_OFFLINE" in env:  # read when the hub module loads
         monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    if "HF_ENDPOINT" in env:
+        monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", env["HF_ENDPOINT"])
+        for proxy in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(proxy, raising=False)
+        monkeypatch.setattr("huggingface_hub.hf_hub_download", _cache_only())
 
     code = main(["check", "--load"])
 

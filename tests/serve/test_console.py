@@ -7,6 +7,9 @@ import logging
 import logging.config
 from pathlib import Path
 
+import pytest
+
+from serve.__main__ import main
 from serve.console import EXPECTED, JsonFormatter, QuietFilter, vllm_config
 
 
@@ -52,3 +55,34 @@ def test_vllms_processes_get_the_same_split(tmp_path: Path) -> None:
             handler.close()
         vllm.handlers, vllm.propagate = before[0], before[1]
         vllm.setLevel(before[2])
+
+
+def test_a_replys_own_line_goes_to_the_file_only() -> None:
+    """One line a reply (cut at the length limit, its stats): under load, a flood."""
+    quiet = QuietFilter()
+    line = "request chat-1 length: 1024 tokens · 80 tokens/s"
+    assert not quiet.filter(record("engine.replies", logging.INFO, line))
+    assert quiet.filter(record("engine.replies", logging.WARNING, "a reply failed"))
+
+
+def test_a_start_that_stops_says_why_in_the_log_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "ernie-chat.log"
+    monkeypatch.setenv("ERNIE_LOG_FILE", str(log))
+    monkeypatch.setenv("ERNIE_MODEL", str(tmp_path / "no-such-model"))
+    for name, value in {"TQDM_DISABLE": "1", "TORCH_CPP_LOG_LEVEL": "ERROR"}.items():
+        monkeypatch.setenv(name, value)  # the start sets them: put back after
+    monkeypatch.setenv("VLLM_LOGGING_CONFIG_PATH", str(tmp_path / "vllm-logging.json"))
+    root = logging.getLogger()
+    before = list(root.handlers)
+    try:
+        assert main(["--port", "1"]) == 2
+    finally:
+        for handler in root.handlers:
+            if handler not in before:
+                handler.close()
+        root.handlers = before
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said[-1].startswith("error: ERNIE_MODEL=") and "no such folder" in said[-1]
+    assert said[-1] in log.read_text(encoding="utf-8")
