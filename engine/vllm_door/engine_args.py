@@ -10,6 +10,10 @@ from vllm.engine.arg_utils import AsyncEngineArgs
 from engine.model.memory import GiB
 from engine.vllm_door.plan import Plan
 
+# How long the engine core's executor waits for its workers at a stop (vLLM's 5 s: under
+# load a CPU worker's teardown took longer, and it was signalled with two warnings).
+WORKER_TEARDOWN_S = 12
+
 __all__ = ["build_engine_args"]
 
 
@@ -43,6 +47,8 @@ def build_engine_args(plan: Plan) -> AsyncEngineArgs:
         else int(cores.kv_cache_gib(settings.kv_cache_gb) * GiB),
     }
     args.update({k: v for k, v in optional.items() if v is not None})
+    # The core itself gets TEARDOWN_S (internals), longer.
+    os.environ.setdefault("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", str(WORKER_TEARDOWN_S))
     if not cpu:
         # The engine core must inherit this process's modules as they are (Chainlit's
         # import fix, see chat.chainlit_door.patches); vLLM's CPU backend always spawns.
