@@ -99,8 +99,16 @@ class Chat:
 
     async def send(self, text: str) -> int:
         """Send a message; return the event index it was sent at."""
-        mark = len(self.events)
+        await self.type(text)
+        return await self.submit()
+
+    async def type(self, text: str) -> None:
+        """Type a message, not sent yet (``submit``: a loaded machine's typing is slow)."""
         await self.page.fill("#chat-input", text)
+
+    async def submit(self) -> int:
+        """Send what was typed; return the event index it was sent at."""
+        mark = len(self.events)
         await self.page.keyboard.press("Enter")
         return mark
 

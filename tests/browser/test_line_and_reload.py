@@ -57,9 +57,11 @@ async def test_messages_past_the_cap_show_their_place_live_then_their_reply(
     running, ahead, chat = tabs
     await running.send("你好")
     await running.reply_after(1)  # a reply ended: the line can estimate its wait
+    for tab in (ahead, chat):  # typed first: on a loaded machine typing outlasted the reply
+        await tab.type("你好")
     await long_reply(running, "写一篇长文", LONGEST_REPLY)
-    await ahead.send("你好")
-    await chat.send("你好")  # at once: the long reply runs for a second or two only
+    await ahead.submit()
+    await chat.submit()  # at once: the long reply runs for a second or two only
     # What the page was shown, as it came over its socket (a place may last a moment)
     await until(lambda: shown(ahead, "In line: 1st"), 60, "the place of the tab ahead")
     await until(lambda: shown(chat, second), 60, "the place and wait of the third tab")
