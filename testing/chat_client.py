@@ -1,9 +1,8 @@
 """A chat over Chainlit's own Socket.IO protocol, as a browser tab holds one.
 
-A client speaks from the loopback address it is given (``source``: 127.0.0.2, 127.0.0.3,
-...), as visitors come from addresses of their own; says ``connection_successful`` on
-every connect, reconnects included, as Chainlit's page does; with ``settle=False``, may
-send the moment its socket connects, as a page whose starter was clicked does.
+A client speaks from its own loopback address (``source``: 127.0.0.2, ...); says
+``connection_successful`` on every connect, reconnects included, as Chainlit's page does;
+with ``settle=False``, may send the moment its socket connects (a starter clicked).
 
 Usage::
 
@@ -23,7 +22,6 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +30,7 @@ import httpx
 import socketio
 
 from .polling import until
+from .reply import Reply
 
 __all__ = ["ChatClient", "Reply", "wait_ready"]
 
@@ -43,33 +42,11 @@ START_TIMEOUT_S = 60  # from connecting to the chat's start handler's end
 CONNECT_TIMEOUT_S = 30
 
 
-@dataclass
-class Reply:
-    """One reply as the tab saw it (times from ``time.monotonic()``)."""
-
-    sent_at: float
-    first_text_at: float | None = None
-    ended_at: float | None = None
-    frames: list[str] = field(default_factory=list)  # stream_start output and stream_token
-    frame_at: list[float] = field(default_factory=list)  # when each of them arrived
-    final: str | None = None  # the complete reply message, when the app sends one
-    error: str | None = None  # an error message the app sent instead of (or during) a reply
-    after_reconnect: bool = False  # the final form came after the socket came back
-
-    @property
-    def text(self) -> str:
-        return self.final if self.final is not None else "".join(self.frames)
-
-    @property
-    def ttft_s(self) -> float | None:
-        return None if self.first_text_at is None else self.first_text_at - self.sent_at
-
-
 class ChatClient:
     def __init__(self, sio: socketio.AsyncClient, http: aiohttp.ClientSession) -> None:
         self._sio = sio
         self._http = http  # the tab's own: its cookies (a group's worker), its address
-        self.url = ""
+        self.url, self._headers = "", dict[str, str]()  # the app's, and the handshake's
         self._reply, self._reply_id = None, None  # type: tuple[Reply | None, str | None]
         self._done = asyncio.Event()
         self._started = asyncio.Event()  # the chat's start (or resume) task ended
@@ -81,7 +58,6 @@ class ChatClient:
         self.resumes = 0  # how often the app sent it
         self.messages: list[str] = []  # every message the app sent this chat, in order
         self.shown_ids: set[str] = set()  # the ids of the messages it sent or updated
-        self._headers: dict[str, str] = {}
         events = ("stream_start", "stream_token", "new_message", "task_start", "task_end")
         events += ("resume_thread", "resume_thread_error", "update_message", "connect")
         for event in (*events, "disconnect"):
@@ -154,18 +130,15 @@ class ChatClient:
             await sio.disconnect()
 
     async def http(self, method: str, path: str, **options: Any) -> tuple[int, str]:
-        """An HTTP request as the tab's page makes it: its cookies (a group's worker
-        cookie among them), its address, the headers it connected with; status and body."""
-        headers = self._headers | dict(options.pop("headers", {}))
-        async with self._http.request(
-            method, f"{self.url}{path}", headers=headers, **options
-        ) as answer:
+        """A request as the tab's page makes it (its cookies, address, headers)."""
+        options["headers"] = self._headers | dict(options.get("headers", {}))
+        async with self._http.request(method, f"{self.url}{path}", **options) as answer:
             return answer.status, await answer.text()
 
     def seen(self, step_id: str) -> bool:
         """Whether the app sent this chat a message of ``step_id`` (new, updated, resumed)."""
-        resumed = (self.resumed_thread or {}).get("steps") or []
-        return step_id in self.shown_ids or any(s.get("id") == step_id for s in resumed)
+        resumed = [s.get("id") for s in (self.resumed_thread or {}).get("steps") or []]
+        return step_id in self.shown_ids or step_id in resumed
 
     async def _on_connect(self) -> None:
         self.connects += 1
@@ -249,8 +222,7 @@ class ChatClient:
         self._started.set()  # resumed_thread stays None: the app could not resume it
 
     @property
-    def reply_id(self) -> str | None:
-        """The id of the reply in progress (or the last one), once it streams."""
+    def reply_id(self) -> str | None:  # the reply in progress (or the last), once it streams
         return self._reply_id
 
     async def _on_stream_start(self, step: dict[str, Any]) -> None:
