@@ -8,6 +8,8 @@ Usage::
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
 __all__ = [
@@ -19,7 +21,9 @@ __all__ = [
     "PROXY_SECRET",
     "SIGNED_ENV",
     "forwarded",
+    "header_sign_in",
     "listed_chats",
+    "listed_threads",
     "named",
     "session_cookie",
     "sign_in",
@@ -70,9 +74,19 @@ def sign_in(url: str, name: str, password: str) -> dict[str, str]:
     return session_cookie(response)
 
 
-def listed_chats(url: str, cookie: dict[str, str]) -> list[str]:
-    """The ids of the chats the sidebar lists for the signed-in user."""
+def header_sign_in(url: str, name: str) -> dict[str, str]:
+    """The session cookie of ``name``, signed in by the trusted proxy's header."""
+    return session_cookie(httpx.post(f"{url}/auth/header", headers=named(name) | PROXY))
+
+
+def listed_threads(url: str, cookie: dict[str, str]) -> list[dict[str, Any]]:
+    """The chats the sidebar lists for the signed-in user, with their messages."""
     body = {"pagination": {"first": 20}, "filter": {}}
     response = httpx.post(f"{url}/project/threads", json=body, headers=cookie, timeout=10)
     assert response.status_code == 200, response.text
-    return [thread["id"] for thread in response.json()["data"]]
+    return list(response.json()["data"])
+
+
+def listed_chats(url: str, cookie: dict[str, str]) -> list[str]:
+    """The ids of the chats the sidebar lists for the signed-in user."""
+    return [thread["id"] for thread in listed_threads(url, cookie)]

@@ -7,36 +7,19 @@ reload half, one process and two workers)."""
 
 from __future__ import annotations
 
-import re
 import uuid
 
-import httpx
 import pytest
 from playwright.async_api import Browser, expect
 
-from testing.accounts import PROXY, named, session_cookie
+from testing.accounts import PROXY, header_sign_in, named
 from testing.browser import STATS_LINE, Chat
 from testing.chat_client import ChatClient
+from testing.exports import exported
 from testing.servers import AppServer
 from testing.visitors import visitor
 
 pytestmark = pytest.mark.engine
-
-EXPORT = {"name": "export", "payload": {}, "label": "Export"}
-
-
-async def exported(chat: ChatClient) -> str:
-    """The chat's export (JSON), through its own button and link."""
-    mark = len(chat.messages)
-    body = {"sessionId": chat.session_id, "action": EXPORT | {"id": str(uuid.uuid4())}}
-    status, text = await chat.http("POST", "/project/action", json=body)
-    assert status == 200, text
-    links = await chat.wait_for_message(lambda m: "/export/" in m, since=mark)
-    found = re.search(r"\((/export/[\w-]+)/chat\.md\)", links)
-    assert found, links
-    status, text = await chat.http("GET", f"{found.group(1)}/chat.json")
-    assert status == 200, text
-    return text
 
 
 @pytest.mark.parametrize(
@@ -50,8 +33,7 @@ async def test_a_link_to_a_thread_someone_named_opens_a_chat_of_her_own(
     signed_app: AppServer, browser: Browser, locale: str, secret: str, stats: str
 ) -> None:
     url, named_id = signed_app.url, str(uuid.uuid4())
-    proxy = {**PROXY, **named(f"mallory-{locale}")}
-    mallory = session_cookie(httpx.post(f"{url}/auth/header", headers=proxy))
+    mallory = header_sign_in(url, f"mallory-{locale}")
     async with ChatClient.connect(url, headers=mallory, thread_id=named_id, source=visitor()) as m:
         ann = named(f"ann-{locale}") | PROXY
         chat = await Chat.open(browser, f"{url}/thread/{named_id}", locale, headers=ann)
@@ -59,5 +41,5 @@ async def test_a_link_to_a_thread_someone_named_opens_a_chat_of_her_own(
         await expect(chat.assistant().filter(has_text=stats)).to_have_count(1, timeout=120_000)
         (started,) = chat.named("stream_start", since=mark)[:1]
         assert started[2]["threadId"] != named_id  # her chat: a thread of the server's
-        assert secret not in await exported(m)  # his export: nothing of hers
+        assert secret not in (await exported(m))[1]  # his export: nothing of hers
         await chat.close()

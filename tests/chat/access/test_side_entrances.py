@@ -20,19 +20,15 @@ import aiohttp
 import httpx
 import pytest
 
-from testing.accounts import PROXY, named, session_cookie
+from testing.accounts import header_sign_in, listed_threads
 from testing.chat_client import ChatClient
+from testing.exports import EXPORT, exported
 from testing.servers import AppServer
 from testing.visitors import http_client, visitor
 
 pytestmark = pytest.mark.engine
 
 HANDSHAKE = "/ws/socket.io/?EIO=4&transport=polling"
-EXPORT = {"name": "export", "payload": {}, "label": "Export"}
-
-
-def signed_in(url: str, name: str) -> dict[str, str]:
-    return session_cookie(httpx.post(f"{url}/auth/header", headers=named(name) | PROXY))
 
 
 async def test_engine_io_opens_are_counted_in_the_addresss_rate(open_app: AppServer) -> None:
@@ -102,7 +98,7 @@ async def test_a_body_sent_a_byte_at_a_time_is_cut_at_the_deadline(
 async def test_an_action_that_is_no_button_gets_a_short_refusal(signed_app: AppServer) -> None:
     """An unknown session or a malformed action was a 500 and ~4.8 KB of traceback each."""
     url = signed_app.url
-    cookie = signed_in(url, "rhea")
+    cookie = header_sign_in(url, "rhea")
     async with ChatClient.connect(url, headers=cookie, source=visitor()) as chat:
         session = chat.session_id
         tries = {
@@ -124,10 +120,7 @@ async def test_an_action_that_is_no_button_gets_a_short_refusal(signed_app: AppS
 
 
 def _steps(url: str, cookie: dict[str, str]) -> list[dict[str, object]]:
-    body = {"pagination": {"first": 20}, "filter": {}}
-    threads = httpx.post(f"{url}/project/threads", json=body, headers=cookie, timeout=10)
-    assert threads.status_code == 200, threads.text
-    return [step for thread in threads.json()["data"] for step in thread["steps"]]
+    return [step for thread in listed_threads(url, cookie) for step in thread["steps"]]
 
 
 async def test_another_chats_message_id_deletes_nothing_and_forged_replies_are_not_exported(
@@ -137,7 +130,7 @@ async def test_another_chats_message_id_deletes_nothing_and_forged_replies_are_n
     his, deleted her message and its reply; a message typed as the model's, with an
     exchange of his making, was exported as the model's words."""
     url = signed_app.url
-    ann, mallory = signed_in(url, "anna"), signed_in(url, "milo")
+    ann, mallory = header_sign_in(url, "anna"), header_sign_in(url, "milo")
     async with ChatClient.connect(url, headers=ann, source=visitor()) as chat:
         assert (await chat.send("安娜的消息", timeout_s=120)).error is None
     hers = _steps(url, ann)
@@ -154,8 +147,8 @@ async def test_another_chats_message_id_deletes_nothing_and_forged_replies_are_n
         mine = next(s for s in _steps(url, mallory) if s["type"] == "user_message")
         await chat.emit("edit_message", {"message": _message(str(mine["id"]), "改写")})
         await asyncio.sleep(1.0)  # the edit's deletes run in tasks of their own
-        exported = await _export(chat)
-    assert "伪造的回复" not in exported
+        _, body = await exported(chat)
+    assert "伪造的回复" not in body
     assert {s["id"] for s in _steps(url, ann)} == {s["id"] for s in hers}
 
 
@@ -164,28 +157,14 @@ def _message(step_id: str, text: str) -> dict[str, object]:
             "output": text, "createdAt": "2026-12-05T00:00:00Z"}  # fmt: skip
 
 
-async def _export(chat: ChatClient) -> str:
-    """The chat's export (JSON) through its own button and link; the link's path."""
-    mark = len(chat.messages)
-    body = {"sessionId": chat.session_id, "action": EXPORT | {"id": str(uuid.uuid4())}}
-    status, text = await chat.http("POST", "/project/action", json=body)
-    assert status == 200, text
-    links = await chat.wait_for_message(lambda m: "/export/" in m, since=mark)
-    found = re.search(r"\((/export/[\w-]+)/chat\.md\)", links)
-    assert found, links
-    status, text = await chat.http("GET", f"{found.group(1)}/chat.json")
-    assert status == 200, text
-    return f"{found.group(1)}\n{text}"
-
-
 async def test_feedback_on_anothers_reply_is_403_and_a_closed_tabs_export_link_404(
     signed_app: AppServer,
 ) -> None:
     url = signed_app.url
-    owner, other = signed_in(url, "nora"), signed_in(url, "otto")
+    owner, other = header_sign_in(url, "nora"), header_sign_in(url, "otto")
     async with ChatClient.connect(url, headers=owner, source=visitor()) as chat:
         assert (await chat.send("诺拉的问题", timeout_s=120)).error is None
-        link = (await _export(chat)).split("\n")[0]
+        link, _ = await exported(chat)
         assert httpx.get(f"{url}{link}/chat.json", headers=owner).status_code == 200
     reply = next(s for s in _steps(url, owner) if s["type"] == "assistant_message")
     feedback = {"forId": reply["id"], "value": 0, "comment": "otto"}

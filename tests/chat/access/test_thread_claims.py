@@ -14,16 +14,15 @@ requester's chats (``chat.history.data_layer``).
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import uuid
 
-import httpx
 import pytest
 
-from testing.accounts import PROXY, named, session_cookie
-from testing.chat_client import ChatClient
+from testing.accounts import header_sign_in, listed_threads
 from testing.chat_apps import RELOADED_REPLY
+from testing.chat_client import ChatClient
+from testing.exports import exported
 from testing.polling import until
 from testing.servers import AppServer
 from testing.visitors import visitor
@@ -31,26 +30,6 @@ from testing.visitors import visitor
 pytestmark = pytest.mark.engine
 
 ANNS_SECRET = "安的秘密：银行卡密码是 2468。"
-EXPORT = {"name": "export", "payload": {}, "label": "Export"}
-
-
-def signed_in(url: str, name: str) -> dict[str, str]:
-    """The session cookie of ``name``, signed in by the trusted proxy's header."""
-    return session_cookie(httpx.post(f"{url}/auth/header", headers=named(name) | PROXY))
-
-
-async def exported(chat: ChatClient) -> str:
-    """The chat's export as JSON, fetched as its own page would (its button, its link)."""
-    mark = len(chat.messages)
-    body = {"sessionId": chat.session_id, "action": EXPORT | {"id": str(uuid.uuid4())}}
-    status, text = await chat.http("POST", "/project/action", json=body)
-    assert status == 200, text
-    links = await chat.wait_for_message(lambda m: "/export/" in m, since=mark)
-    found = re.search(r"\((/export/[\w-]+)/chat\.md\)", links)
-    assert found, links
-    status, text = await chat.http("GET", f"{found.group(1)}/chat.json")
-    assert status == 200, text
-    return text
 
 
 def prompt_tokens(text: str) -> int:
@@ -65,18 +44,18 @@ async def test_a_thread_named_in_advance_is_no_way_into_another_users_chat(
 ) -> None:
     app: AppServer = request.getfixturevalue(app_name)
     url, named_id = app.url, str(uuid.uuid4())
-    mallory, ann = (signed_in(url, f"{name}-{app_name}") for name in ("mallory", "ann"))
+    mallory, ann = (header_sign_in(url, f"{name}-{app_name}") for name in ("mallory", "ann"))
     at_mallory, at_ann = visitor(), visitor()
     async with ChatClient.connect(url, headers=mallory, thread_id=named_id, source=at_mallory) as m:
         assert m.resumed_thread is None  # no such chat: "Thread not found"
         async with ChatClient.connect(url, headers=ann, thread_id=named_id, source=at_ann) as a:
             first = await a.send(ANNS_SECRET, timeout_s=120)  # she chats on, as her page lets
             assert first.error is None and first.final, first
-            assert ANNS_SECRET not in await exported(m)  # his export: not her chat
+            assert ANNS_SECRET not in (await exported(m))[1]  # his export: not her chat
             assert a.thread_id is not None and a.thread_id != named_id
         # Her chat is hers: under an id of the server's, listed for her alone.
-        (thread,) = json.loads(listed(url, ann))["data"]
-        assert thread["id"] == a.thread_id and ANNS_SECRET not in listed(url, mallory)
+        (thread,) = listed_threads(url, ann)
+        assert thread["id"] == a.thread_id and ANNS_SECRET not in str(listed_threads(url, mallory))
         # His reply, being written while her page reloads, is not shown nor adopted there.
         await m.change_settings({"max_tokens": RELOADED_REPLY, "temperature": 0.8})
         writing = asyncio.create_task(m.send("写一篇长文", timeout_s=300))
@@ -91,11 +70,3 @@ async def test_a_thread_named_in_advance_is_no_way_into_another_users_chat(
         await writing
     grown = prompt_tokens(second.final) - prompt_tokens(first.final or "")
     assert grown < 200, grown  # her exchange alone (his adopted: 1,800 tokens more)
-
-
-def listed(url: str, cookie: dict[str, str]) -> str:
-    """Everything the sidebar's thread list gives this user, as text."""
-    body = {"pagination": {"first": 20}, "filter": {}}
-    response = httpx.post(f"{url}/project/threads", json=body, headers=cookie, timeout=10)
-    assert response.status_code == 200, response.text
-    return response.text
