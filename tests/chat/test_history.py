@@ -365,8 +365,9 @@ async def test_the_history_survives_a_restart(history: HistoryApp) -> None:
 
     bob = sign_in(app.url, "bob")
     assert thread_id not in listed_chats(app.url, bob)
-    with pytest.raises(socketio.exceptions.ConnectionError):
-        async with ChatClient.connect(app.url, headers=bob, thread_id=thread_id):
-            pass
+    # Naming her chat gets him none of it: "not found", and a chat of the server's.
+    async with ChatClient.connect(app.url, headers=bob, thread_id=thread_id) as chat:
+        assert chat.resumed_thread is None and chat.resumes == 0
+    assert thread_id not in listed_chats(app.url, bob)
     if history.url.startswith("sqlite"):
         assert (history.folder / "history.db").stat().st_size > 0

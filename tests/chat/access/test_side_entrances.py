@@ -98,7 +98,7 @@ async def test_a_body_sent_a_byte_at_a_time_is_cut_at_the_deadline(
 async def test_an_action_that_is_no_button_gets_a_short_refusal(signed_app: AppServer) -> None:
     """An unknown session or a malformed action was a 500 and ~4.8 KB of traceback each."""
     url = signed_app.url
-    cookie = header_sign_in(url, "rhea")
+    cookie = header_sign_in(url, "side-rhea")
     async with ChatClient.connect(url, headers=cookie, source=visitor()) as chat:
         session = chat.session_id
         tries = {
@@ -130,7 +130,7 @@ async def test_another_chats_message_id_deletes_nothing_and_forged_replies_are_n
     his, deleted her message and its reply; a message typed as the model's, with an
     exchange of his making, was exported as the model's words."""
     url = signed_app.url
-    ann, mallory = header_sign_in(url, "anna"), header_sign_in(url, "milo")
+    ann, mallory = header_sign_in(url, "side-anna"), header_sign_in(url, "side-milo")
     async with ChatClient.connect(url, headers=ann, source=visitor()) as chat:
         assert (await chat.send("安娜的消息", timeout_s=120)).error is None
     hers = _steps(url, ann)
@@ -161,7 +161,7 @@ async def test_feedback_on_anothers_reply_is_403_and_a_closed_tabs_export_link_4
     signed_app: AppServer,
 ) -> None:
     url = signed_app.url
-    owner, other = header_sign_in(url, "nora"), header_sign_in(url, "otto")
+    owner, other = header_sign_in(url, "side-nora"), header_sign_in(url, "side-otto")
     async with ChatClient.connect(url, headers=owner, source=visitor()) as chat:
         assert (await chat.send("诺拉的问题", timeout_s=120)).error is None
         link, _ = await exported(chat)
