@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = preflight(settings)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        to_log_file(f"error: {exc}")  # the log says why the start stopped, too
+        to_log_file(str(exc))  # the log says why the start stopped, too
         return 2
     if plan.workers == 1 and plan.engines == 1:
         from .web import serve_app

@@ -85,4 +85,5 @@ def test_a_start_that_stops_says_why_in_the_log_too(
         root.handlers = before
     said = capsys.readouterr().err.strip().splitlines()
     assert said[-1].startswith("error: ERNIE_MODEL=") and "no such folder" in said[-1]
-    assert said[-1] in log.read_text(encoding="utf-8")
+    logged = log.read_text(encoding="utf-8").splitlines()[-1]
+    assert logged.endswith(f"ERROR serve: {said[-1].removeprefix('error: ')}"), logged
