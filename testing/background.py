@@ -56,6 +56,7 @@ class _Job(threading.Thread):
 
 
 _jobs: dict[str, _Job] = {}
+RAISE_EVERY_S = 5.0  # how often a waited-for job's new processes are raised
 
 
 def start(name: str, work: Callable[[], Any]) -> None:
@@ -67,10 +68,17 @@ def start(name: str, work: Callable[[], Any]) -> None:
 
 def result(name: str, work: Callable[[], Any], *, timeout_s: float) -> Any:
     """What the background ``work`` of ``name`` gave (run here if it was never started);
-    its error, raised again; TimeoutError after ``timeout_s``."""
+    its error, raised again; TimeoutError after ``timeout_s``. While a test waits for it,
+    the session's idle-class processes are raised to the normal class every few seconds:
+    nothing else of the session runs then, and on a machine kept busy by others the idle
+    class got no CPU at all (a fresh cache's GPU lock dry run timed out after 600 s)."""
     start(name, work)
     job = _jobs[name]
-    job.join(timeout_s)
+    waited = 0.0
+    while job.is_alive() and waited < timeout_s:
+        to_normal_priority(os.getpid())
+        job.join(min(RAISE_EVERY_S, timeout_s - waited))
+        waited += RAISE_EVERY_S
     if job.is_alive():
         raise TimeoutError(f"{name}: not done after {timeout_s} s")
     if job.error is not None:
