@@ -91,24 +91,29 @@ async def test_a_reload_mid_reply_shows_the_whole_reply_and_the_history_holds_it
     first_token: str,
 ) -> None:
     proxy = named(user) | PROXY  # signed in by the trusted proxy's header
-    chat = await Chat.open(browser, signed_app.url, locale, headers=proxy)
-    await long_reply(chat, "写一篇长文", RELOADED_REPLY)
+    for _ in range(3):  # a machine kept busy by others may end the reply before the reload
+        chat = await Chat.open(browser, signed_app.url, locale, headers=proxy)
+        await long_reply(chat, "写一篇长文", RELOADED_REPLY)
+        if not shown(chat, stats):  # what the page was sent: no round trip to ask
+            break
+        await chat.close()  # a new chat: its history holds one reply
+    else:
+        pytest.fail("each long reply ended before its page could reload")
     # The chat's own address, loaded anew as a reload does, from the reply's first frame:
     # no round trip to the app first (the page moving there itself, or asking the history,
     # took longer than the reply where the app's process waits on a busy CPU).
     thread_id = chat.named("stream_start")[-1][2]["threadId"]
-    assert await chat.page.get_by_text(stats).count() == 0, "the reply ended already"
     await chat.page.goto(f"{signed_app.url}/thread/{thread_id}")  # mid-reply: the page goes
     # The reloaded page shows the reply whole (before, the reload stopped it: a partial
     # reply, no stats); as it stood meanwhile: tests/chat/test_reload.py.
     replies = chat.assistant().filter(has_text="注意")
     await expect(replies.filter(has_text=stats)).to_have_count(1, timeout=120_000)
     await expect(chat.page.get_by_role("button", name=regenerate)).to_have_count(1)
-    shown = await replies.inner_text()
+    on_page = await replies.inner_text()
     cookie = session_cookie(httpx.post(f"{signed_app.url}/auth/header", headers=proxy))
     thread = httpx.get(f"{signed_app.url}/project/thread/{thread_id}", headers=cookie)
     stored = [s for s in json.loads(thread.text)["steps"] if "注意" in s["output"]]  # the model's
     assert len(stored) == 1, stored  # one reply, not two
     found = re.search(first_token, stored[0]["output"])
-    assert found and found.group(0) in shown  # the stored reply is the one shown
+    assert found and found.group(0) in on_page  # the stored reply is the one shown
     await chat.close()
