@@ -157,7 +157,7 @@ async def _entries(session: Any, seal: Seal) -> list[Entry]:
     layer = data_layer()
     if layer is not None and session.user is not None:
         thread = await layer.get_thread(session.thread_id)
-        if thread is not None and thread.get("userIdentifier") == session.user.identifier:
+        if thread is not None:
             return chat_entries(thread.get("steps") or [], seal)
     return chat_entries(_steps_of(session), seal)
 

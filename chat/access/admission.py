@@ -91,19 +91,21 @@ class Admission:
     # message may not take a stored id (Chainlit's edit then deleted what it named).
     stored: Callable[[str], Awaitable[bool]] | None = None
 
-    async def check_new(self, session: WebsocketSession, payload: Any) -> None:
+    async def _check_new(self, session: WebsocketSession, payload: Any) -> None:
         """A new message's id is no message's yet, in this chat or the history."""
         wanted = payload["message"]["id"]
         taken = any(m.id == wanted for m in chat_messages(session.id))
         if taken or (self.stored is not None and await self.stored(wanted)):
             raise MalformedMessageError("the message id is taken")
 
-    def admit(self, session: WebsocketSession, payload: Any, *, edit: bool = False) -> Ticket:
+    async def admit(self, session: WebsocketSession, payload: Any, *, edit: bool = False) -> Ticket:
         """Check and clean the message in ``payload``; count it. Its ticket, handed over to
         its reply."""
         text = _text_of(payload)
         if edit:
             _edited(session, payload)
+        else:
+            await self._check_new(session, payload)
         who = visitor(session, self.trust)
         ticket = self.limits.admit(who, now=time.monotonic())  # counted, refused below or not
         try:
@@ -141,10 +143,7 @@ def _admitting(admission: Admission, handler: Handler, *, edit: bool) -> Handler
         metrics.MESSAGES.inc()
         session = WebsocketSession.require(sid)
         try:
-            _text_of(payload)
-            if not edit:
-                await admission.check_new(session, payload)
-            ticket = admission.admit(session, payload, edit=edit)
+            ticket = await admission.admit(session, payload, edit=edit)
         except (MalformedMessageError, MessageRefusedError, LimitExceededError) as exc:
             logger.debug("message refused (%s): %s", type(exc).__name__, exc)
             await refuse(session, exc)

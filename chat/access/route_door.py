@@ -156,6 +156,11 @@ def _body_names_a_bad_session(body: bytes) -> bool:
     return any(name in fields and not canonical_uuid(fields[name]) for name in SESSION_FIELDS)
 
 
+async def _too_slow(send: Send) -> None:
+    metrics.REFUSED.labels(door="route", reason="body_slow").inc()
+    await answer(send, 408, "the request's body came too slowly")
+
+
 class RouteDoor:
     """The refusals above, in that order, for every HTTP request but Socket.IO's own
     (its events pass ``chat.access.front_door``)."""
@@ -189,8 +194,7 @@ class RouteDoor:
         except TooLarge:  # a body sent without its length
             await answer(send, 413, "request body too large")
         except TooSlow:
-            metrics.REFUSED.labels(door="route", reason="body_slow").inc()
-            await answer(send, 408, "the request's body came too slowly")
+            await _too_slow(send)
 
     async def _socket(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Engine.IO's requests: each socket it opens counted in the address's rate."""
@@ -205,8 +209,7 @@ class RouteDoor:
             try:
                 return await self.app(scope, timed, send)
             except TooSlow:
-                metrics.REFUSED.labels(door="route", reason="body_slow").inc()
-                return await answer(send, 408, "the request's body came too slowly")
+                return await _too_slow(send)
         if scope["type"] == "websocket":  # refused before it is accepted: a 403
             metrics.REFUSED.labels(door="route", reason="rate").inc()
             return await send({"type": "websocket.close", "code": 1008})

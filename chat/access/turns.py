@@ -158,11 +158,11 @@ class Turns:
         look = self._looked(now)
         if ticket.id not in look.ranks:  # joined since the last look
             look = self._looked(now, fresh=True)
-        ahead, free = look.ranks.get(ticket.id, len(look.ranks) + 1), self.slots - look.running
+        ahead, free = self._ahead_and_free(look, ticket)
         if ahead <= free:  # looks like its turn: checked again in one transaction
             with self._store.transaction():
-                look = self._looked(now, fresh=True)
-                if look.ranks.get(ticket.id, len(look.ranks) + 1) <= self.slots - look.running:
+                ahead, free = self._ahead_and_free(self._looked(now, fresh=True), ticket)
+                if ahead <= free:
                     self._store.run("UPDATE tickets SET started = ? WHERE id = ?", now, ticket.id)
                     ticket.started = now
                     self._look = None
@@ -171,6 +171,11 @@ class Turns:
         number = max(1, ahead - max(0, free))
         mean = look.mean_held_s
         return Place(number, None if mean is None else number * mean / self.slots)
+
+    def _ahead_and_free(self, look: _Look, ticket: Ticket) -> tuple[int, int]:
+        """Waiting tickets up to ``ticket`` in the line's order (past the end if it is not
+        in line), and the slots free, as ``look`` saw them."""
+        return look.ranks.get(ticket.id, len(look.ranks) + 1), self.slots - look.running
 
     def _looked(self, now: float, *, fresh: bool = False) -> _Look:
         """The core's line as ranked at most ``LOOK_S / 2`` ago (``fresh``: now)."""

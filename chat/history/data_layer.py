@@ -226,18 +226,20 @@ class SafeDataLayer(SQLAlchemyDataLayer):
 def requester() -> str | None:
     """Who asks: the user of the chat whose socket this task serves (Chainlit's context),
     else the signed-in user of this HTTP request (None: no one)."""
-    current = context_var.get(None)
-    user = getattr(getattr(current, "session", None), "user", None)
-    identifier = getattr(user, "identifier", None)
+    identifier = getattr(getattr(_context_session(), "user", None), "identifier", None)
     return identifier if isinstance(identifier, str) else REQUEST_USER.get()
+
+
+def _context_session() -> Any:
+    """The chat session this task serves (Chainlit's context), if any."""
+    return getattr(context_var.get(None), "session", None)
 
 
 async def _refuse(reason: str) -> NoReturn:
     """``HistoryAccessError``; a chat's socket that asked is closed (its page wrote into
     a chat that is not its user's: no honest page does)."""
     logger.warning("history: refused: %s", reason)
-    current = context_var.get(None)
-    socket = getattr(getattr(current, "session", None), "socket_id", None)
+    socket = getattr(_context_session(), "socket_id", None)
     if isinstance(socket, str):
         with contextlib.suppress(Exception):  # closing already
             await close_socket(socket)
