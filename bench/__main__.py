@@ -54,11 +54,14 @@ from settings.settings import SettingsError
 from testing.servers import ROOT
 
 from .charts import write_chart
+from .clients import cpu_list, maybe_pool
 from .measure import LoadResult, Loads
-from .openloop import OpenLoop, RateResult, Slo
+from .openloop import RateResult, Slo
+from .options import open_loop_options, the_open_loop
 from .paths import PROMPT, Servers, app_path, http_path, remote_path
 from .report import BASELINE_PATHS, capacities, comparisons, rates_table, table, write_json
 from .shapes import SHAPES, run_shapes, shapes_table
+from .variants import api_servers_of, group_env, with_variants
 
 PATHS = ("engine", "app", "http", "chainlit", "workers", "engines", "cores", "remote", "vllm")
 PATHS += ("engine@256",)  # 3 by default; the others by name
@@ -97,11 +100,19 @@ def _parser() -> argparse.ArgumentParser:
         "ERNIE_MAX_REPLIES=N (its line as long): engines-capN paths, the place in line"
     )  # fmt: skip
     parser.add_argument(
+        "--lever", nargs="*", default=[], help="NAME:SETTING=VALUE[,SETTING=VALUE]: the "
+        "engines path again with these settings (ERNIE_* or VLLM_*), as engines-NAME"
+    )  # fmt: skip
+    parser.add_argument(
         "--replicas", type=int, default=1, help="app processes on the remote path's server"
     )
     parser.add_argument(
         "--api-servers", type=int, default=1, help="API processes of the started vLLM server"
     )
+    parser.add_argument(
+        "--peer-api-servers", type=int, nargs="*", default=[], help="the vllm path again "
+        "with vllm serve --api-server-count N, as vllm-aN"
+    )  # fmt: skip
     parser.add_argument(
         "--vllm-url",
         help="a running vLLM server (vllm serve --served-model-name bench, the same model) "
@@ -112,34 +123,8 @@ def _parser() -> argparse.ArgumentParser:
         "--baseline", type=Path, help="another checkout of the app (the version before a "
         "change): its app, chainlit, workers and engines paths run too, as path@base"
     )  # fmt: skip
-    _open_loop_options(parser)
+    open_loop_options(parser)
     return parser
-
-
-def _open_loop_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("open loop (bench.openloop, bench.traffic)")
-    group.add_argument(
-        "--rate", type=float, nargs="*", help="new conversations a second (Poisson); "
-        "no value: the sweep for the capacity at the SLO"
-    )  # fmt: skip
-    group.add_argument("--duration-s", type=float, default=20.0, help="arrivals for this long")
-    group.add_argument("--turns", type=int, default=2, help="messages a conversation")
-    group.add_argument("--think-s", type=float, default=2.0, help="mean pause between them")
-    group.add_argument("--reply-median", type=int, default=256, help="reply tokens, median")
-    group.add_argument("--reply-max", type=int, default=1024, help="reply tokens, at most")
-    group.add_argument("--first-rate", type=float, default=2.0, help="the sweep's first rate")
-    group.add_argument(
-        "--warm-up-s", type=float, default=5.0, help="arrivals at the first rate for this "
-        "long before it, not measured (0: none)"
-    )  # fmt: skip
-    group.add_argument(
-        "--profile", action="store_true", help="py-spy on the app paths' processes during "
-        "the open loop (folded stacks: OUT/<path>-pyspy.txt)"
-    )  # fmt: skip
-    group.add_argument(
-        "--slo", default="ttft_p99_ms=500,itl_p99_ms=100", help="first token and time per "
-        "token, p99 (default ttft_p99_ms=500,itl_p99_ms=100)"
-    )  # fmt: skip
 
 
 Measured = tuple[list[LoadResult], list[LoadResult], list[RateResult]]  # cold, loads, rates
@@ -155,16 +140,17 @@ async def _path(
     """One path: its cold burst (the socket paths), its loads, its open loop's rates;
     ``root``: the app's checkout (``--baseline``: another version's)."""
     loads = Loads(tuple(sorted(set(args.concurrency))), args.reply_tokens, max(1, args.rounds))
-    out, open_loop = args.out, _open_loop(args, plan)
+    out, open_loop = args.out, the_open_loop(args, plan, servers.clients)
     if path.startswith("engine") and not path.startswith("engines"):  # AsyncLLM here
         from .raw_engine import OLD_CAP, engine_path
 
         sized = plan if path == "engine" else OLD_CAP(plan)
         return [], *await engine_path(sized, loads, open_loop, name=path)
-    if path == "vllm":
+    if path == "vllm" or path.startswith("vllm-a"):
         from .peer import vllm_path
 
-        return [], *await vllm_path(await servers.peer(), plan, loads, open_loop)
+        peer = await servers.peer(api_servers_of(path))
+        return [], *await vllm_path(peer, plan, loads, open_loop, path)
     if path == "cores":
         from .cores import cores_path
 
@@ -173,7 +159,7 @@ async def _path(
     if path == "workers":
         group = {"ERNIE_WORKERS": str(args.workers)}
     elif path.startswith("engines"):
-        group = _group(path, args)
+        group = group_env(path, args.engine_workers[0], args.engines, args.lever)
     if path in ("app", "chainlit", "workers") or path.startswith("engines"):
         burst, closed, rates = await app_path(
             loads, out, path=path, open_loop=open_loop, root=root, **group
@@ -186,49 +172,17 @@ async def _path(
     return [burst], closed, rates
 
 
-def _group(path: str, args: argparse.Namespace) -> dict[str, str]:
-    """The group of ``engines`` (``--engines`` cores), ``engines-wN`` (N workers a core)
-    or ``engines-capN`` (the default's workers, ERNIE_MAX_REPLIES=N)."""
-    workers, cap = args.engine_workers[0], path.removeprefix("engines-cap")
-    if path.startswith("engines-w"):
-        workers = int(path.removeprefix("engines-w"))
-    group = {"ERNIE_ENGINES": str(args.engines), "ERNIE_WORKERS": str(workers)}
-    return group | ({"ERNIE_MAX_REPLIES": cap} if path.startswith("engines-cap") else {})
-
-
-def with_worker_counts(paths: list[str], counts: list[int], caps: list[int]) -> list[str]:
-    """``paths`` with an ``engines-wN`` path after ``engines`` for each count past the first
-    (``--engine-workers 2 4``: the default and four workers a core, in one run), and an
-    ``engines-capN`` path for each of ``caps``."""
-    extra = [f"engines-w{n}" for n in dict.fromkeys(counts[1:]) if n != counts[0]]
-    extra += [f"engines-cap{n}" for n in dict.fromkeys(caps)]
-    if "engines" not in paths:
-        return paths
-    at = paths.index("engines") + 1
-    return [*paths[:at], *extra, *paths[at:]]
-
-
-def _open_loop(args: argparse.Namespace, plan: Plan) -> OpenLoop | None:
-    """The open loop the run asks for (``--rate``), or None."""
-    if args.rate is None:
-        return None
-    return OpenLoop(
-        duration_s=args.duration_s, turns=args.turns, think_s=args.think_s,
-        reply_median=args.reply_median, reply_max=args.reply_max, rates=tuple(args.rate),
-        first_rate=args.first_rate, warm_up_s=args.warm_up_s, slo=Slo.parse(args.slo),
-        system_prompt=plan.settings.system_prompt,
-        profile_to=args.out if args.profile else None,
-    )  # fmt: skip
-
-
 async def _run(plan: Plan, args: argparse.Namespace) -> Measured:
     cold: list[LoadResult] = []
     results: list[LoadResult] = []
     rates: list[RateResult] = []
     async with contextlib.AsyncExitStack() as stack:
-        servers = Servers(args, plan, stack)
+        clients = stack.enter_context(
+            maybe_pool(args.client_procs, cpu_list(args.client_cpus) if args.client_cpus else None)
+        )
+        servers = Servers(args, plan, stack, clients)
         # The in-process paths first: a vLLM server, once started, holds the GPU's memory.
-        for path in sorted(args.paths, key=lambda p: p in LATE):
+        for path in sorted(args.paths, key=lambda p: p.startswith(LATE)):
             started = time.monotonic()
             burst, closed, measured = await _path(path, plan, args, servers)
             if args.baseline and path in BASELINE_PATHS:  # the same path, the other version
@@ -247,7 +201,11 @@ def main(argv: list[str] | None = None) -> int:
         args.shapes = list(SHAPES)
     if args.paths is None:
         args.paths = [] if args.shapes else list(PATHS[:3])
-    args.paths = with_worker_counts(args.paths, args.engine_workers, args.caps)
+    args.paths = with_variants(
+        args.paths, args.engine_workers, args.caps, args.lever, args.peer_api_servers
+    )
+    if args.app_cpus:  # the app's processes inherit them; the clients take their own
+        os.sched_setaffinity(0, cpu_list(args.app_cpus))
     if args.concurrency is None:
         args.concurrency = [] if args.rate is not None else [1, 16, 64, 256]
     try:

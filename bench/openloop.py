@@ -19,21 +19,47 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import functools
 import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .measure import p99
 from .traffic import Conversation, Traffic
 
-__all__ = ["OpenLoop", "RateResult", "Slo", "Turn", "capacity", "run_rate", "sweep"]
+__all__ = [
+    "Clients",
+    "OpenLoop",
+    "RateResult",
+    "Slo",
+    "Talking",
+    "Turn",
+    "capacity",
+    "run_rate",
+    "sweep",
+]
 
 Run = Callable[[list[Conversation]], Awaitable[list[list["Turn"]]]]
 Converse = Callable[[Conversation], Awaitable[list["Turn"]]]
+CpuMeter = Callable[[], float]  # CPU seconds spent so far
+
+
+class Talking(Protocol):
+    """How visitors talk to a path (``bench.clients.Talker``)."""
+
+    async def run(self, visitors: list[Conversation], start: float) -> list[list[Turn]]: ...
+
+
+class Clients(Protocol):
+    """Client processes that hold the visitors (``bench.clients.ClientPool``)."""
+
+    async def run(self, talker: Any, visitors: list[Conversation]) -> list[list[Turn]]: ...
+
+    def cpu_s(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -91,16 +117,29 @@ class OpenLoop:
     think_s: float = 2.0
     reply_median: int = 256
     reply_max: int = 1024
+    reply_sigma: float = 0.6
     rates: tuple[float, ...] = ()
     first_rate: float = 2.0
     warm_up_s: float = 5.0  # arrivals at the first rate before it, not measured (0: none)
     slo: Slo = field(default_factory=Slo)
     system_prompt: str | None = None  # the app's, for the settings panel of its chats
     profile_to: Path | None = None  # py-spy on the app paths' processes, folded stacks here
+    profile_paths: tuple[str, ...] = ()  # only these paths' (none named: every app path's)
+    clients: Clients | None = None  # None: the visitors in the bench's own event loop
+
+    def profiles(self, path: str) -> bool:
+        """Whether py-spy watches ``path``'s processes."""
+        return self.profile_to is not None and path in (self.profile_paths or (path,))
+
+    def runner(self, talker: Talking) -> Run:
+        """Each rate's visitors through ``talker``, from the client processes if any."""
+        if self.clients is not None:
+            return functools.partial(self.clients.run, talker)
+        return lambda visitors: talker.run(visitors, time.monotonic() + 0.2)
 
     def traffic(self, rate: float) -> Traffic:
         return Traffic(rate, self.duration_s, self.turns, self.think_s, self.reply_median,
-                       self.reply_max)  # fmt: skip
+                       self.reply_max, reply_sigma=self.reply_sigma)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -126,6 +165,8 @@ class RateResult:
     admitted_ttft_p99_ms: float = float("nan")  # the first token of those that did not
     waited_ttft_p50_ms: float = float("nan")  # and of those that did: their wait, mostly
     waited_ttft_p99_ms: float = float("nan")
+    app_cores: float = float("nan")  # the path's CPU seconds a second while the rate ran
+    client_cores: float = float("nan")  # and the client processes'
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -180,13 +221,23 @@ async def run_rate(
     return list(await asyncio.gather(*(one(v) for v in visitors)))
 
 
-async def sweep(path: str, run: Run, plan: OpenLoop) -> list[RateResult]:
-    """The rates of ``plan`` (or the sweep for the capacity at its SLO), each one run."""
+async def sweep(
+    path: str, run: Run, plan: OpenLoop, app_cpu: CpuMeter | None = None
+) -> list[RateResult]:
+    """The rates of ``plan`` (or the sweep for the capacity at its SLO), each one run, with
+    the CPU the path (``app_cpu``) and the client processes spent while it ran."""
     results: list[RateResult] = []
+    meters = [app_cpu, plan.clients.cpu_s if plan.clients else None]
 
     async def at(rate: float) -> RateResult:
+        before, started = [m() if m else 0.0 for m in meters], time.monotonic()
         talks = await run(plan.traffic(rate).conversations())
-        result = summarise(path, rate, talks, plan.slo)
+        took = time.monotonic() - started
+        app, client = (
+            round((meter() - spent) / took, 2) if meter else float("nan")
+            for meter, spent in zip(meters, before, strict=True)
+        )
+        result = replace(summarise(path, rate, talks, plan.slo), app_cores=app, client_cores=client)
         print(f"{path} at {rate:g}/s: {result.as_dict()}", file=sys.stderr, flush=True)
         failed = sorted({str(t.error) for talk in talks for t in talk if not t.answered})
         if failed:  # why turns failed, each cause once

@@ -17,6 +17,7 @@ from testing.chat_client import ChatClient
 from testing.demo import NO_LIMITS
 from testing.servers import ROOT, AppServer, Server, openai_server
 
+from .clients import Talker
 from .measure import (
     LoadResult,
     Loads,
@@ -26,9 +27,8 @@ from .measure import (
     measure_loads,
     summarise,
 )
-from .openloop import OpenLoop, RateResult, Turn, run_rate, sweep
+from .openloop import OpenLoop, RateResult, Turn, sweep
 from .profile import profiled
-from .talk import socket_conversation
 from .traffic import Conversation
 
 __all__ = [
@@ -61,7 +61,7 @@ UNLIMITED = NO_LIMITS
 def _known_to(root: Path, env: dict[str, str]) -> dict[str, str]:
     """``env`` less the ERNIE_* settings the app at ``root`` does not define (a version from
     before they were added stops at an unknown name)."""
-    source = "".join(path.read_text() for path in (root / "deploy").glob("*.py"))
+    source = "".join(path.read_text() for path in (root / "settings").glob("*.py"))
     known = {n for n in env if not n.startswith("ERNIE_") or f" {n[6:].lower()}:" in source}
     return {name: value for name, value in env.items() if name in known}
 
@@ -118,16 +118,12 @@ async def _socket_loads(
         closed = await measure_loads(path, loads, watch, one_round)
         if open_loop is None:
             return cold_result, closed, []
-
-        async def talk(visitor: Conversation) -> list[Turn]:
-            url = urls[visitor.index % len(urls)]
-            prompt, panel = open_loop.system_prompt, not path.startswith("http")
-            return await socket_conversation(url, visitor, system_prompt=prompt, panel=panel)
-
-        pid = servers[0].process.pid if open_loop.profile_to else None
+        panel = not path.startswith("http")
+        talker = Talker("socket", tuple(urls), open_loop.system_prompt, panel)
+        pid = servers[0].process.pid if open_loop.profiles(path) else None
         spied = (open_loop.profile_to or Path()) / f"{path.replace('@', '-at-')}-pyspy.txt"
         with profiled(pid, spied):
-            rates = await sweep(path, functools.partial(run_rate, talk), open_loop)
+            rates = await sweep(path, open_loop.runner(talker), open_loop, watch.cpu_s)
         return cold_result, closed, rates
     finally:
         watch.close()
@@ -226,28 +222,43 @@ async def http_path(
 
 @dataclass
 class Servers:
-    """The run's vLLM servers, each started once, when a path first needs it: the app's
-    engine arguments (the remote path), or vLLM's own defaults (the vllm and http paths)."""
+    """The run's vLLM servers, each started when a path first needs it: the app's engine
+    arguments (the remote path), or vLLM's own defaults (the vllm and http paths; one at a
+    time, each holds the GPU's memory); and the run's client processes, if any."""
 
     args: Any
     plan: Plan
     stack: contextlib.AsyncExitStack
+    clients: Any = None  # bench.clients.ClientPool, or None
     started: dict[str, VllmServer] = field(default_factory=dict)
+    peers: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+
+    def __post_init__(self) -> None:
+        self.stack.push_async_callback(self._stop_peers)
 
     async def app_args(self) -> VllmServer:
         if self.args.vllm_url:
             return VllmServer(str(self.args.vllm_url))
-        log = self.args.out / "vllm-server.log"
-        return await self._once("app", vllm_server(self.plan, log, self.args.api_servers))
+        if "app" not in self.started:
+            log = self.args.out / "vllm-server.log"
+            starting = vllm_server(self.plan, log, self.args.api_servers)
+            self.started["app"] = await self.stack.enter_async_context(starting)
+        return self.started["app"]
 
-    async def peer(self) -> VllmServer:
+    async def peer(self, api_servers: int = 1) -> VllmServer:
+        """``vllm serve`` with its defaults and ``api_servers`` API processes (another
+        count stops the one before)."""
         from .peer import peer_server
 
-        return await self._once("peer", peer_server(self.plan, self.args.out / "vllm-peer.log"))
-
-    async def _once(
-        self, name: str, starting: contextlib.AbstractAsyncContextManager[VllmServer]
-    ) -> VllmServer:
+        name = f"peer-{api_servers}"
         if name not in self.started:
-            self.started[name] = await self.stack.enter_async_context(starting)
+            await self._stop_peers()
+            log = self.args.out / f"vllm-peer-{api_servers}.log"
+            starting = peer_server(self.plan, log, api_servers)
+            self.started[name] = await self.peers.enter_async_context(starting)
         return self.started[name]
+
+    async def _stop_peers(self) -> None:
+        await self.peers.aclose()
+        self.peers = contextlib.AsyncExitStack()
+        self.started = {k: v for k, v in self.started.items() if not k.startswith("peer")}

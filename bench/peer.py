@@ -32,13 +32,21 @@ from engine.vllm_door.plan import Plan
 from testing.background import environ
 from testing.servers import Server
 
+from .clients import Talker
 from .measure import LoadResult, Loads, ProcessWatch, ReplyTiming, measure_loads, timed
-from .openloop import OpenLoop, RateResult, Turn, run_rate, sweep
+from .openloop import OpenLoop, RateResult, Turn, sweep
 from .paths import PROMPT, READY_TIMEOUT_S, VllmServer
 from .talk import REPLY_TIMEOUT_S, think
 from .traffic import Conversation
 
-__all__ = ["openai_conversation", "openai_turn", "peer_flags", "peer_server", "vllm_path"]
+__all__ = [
+    "openai_client",
+    "openai_conversation",
+    "openai_turn",
+    "peer_flags",
+    "peer_server",
+    "vllm_path",
+]
 
 SERVED = "bench"
 
@@ -58,13 +66,27 @@ def peer_flags(plan: Plan) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def peer_server(plan: Plan, log: Path) -> AsyncIterator[VllmServer]:
-    """``vllm serve`` with its defaults, until the block ends."""
+async def peer_server(plan: Plan, log: Path, api_servers: int = 1) -> AsyncIterator[VllmServer]:
+    """``vllm serve`` with its defaults (and ``api_servers`` API processes), until the block
+    ends."""
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *peer_flags(plan)]
+    if api_servers > 1:
+        command += ["--api-server-count", str(api_servers)]
     command += ["--port", "{port}", "--served-model-name", SERVED, "--disable-uvicorn-access-log"]
     with Server.started(command, environ(), log) as server:
         await asyncio.to_thread(server.wait, "/health", READY_TIMEOUT_S)
         yield VllmServer(server.url, (server.process.pid,))
+
+
+@contextlib.asynccontextmanager
+async def openai_client() -> AsyncIterator[httpx.AsyncClient]:
+    """An OpenAI API client for the run's replies. Idle connections close before vLLM's
+    server closes them (its keep-alive: 5 s): a turn after a long think sent on one the
+    server had just closed failed (1 in 114 at 4/s)."""
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=1024, keepalive_expiry=4)
+    timeout = httpx.Timeout(REPLY_TIMEOUT_S, connect=30)
+    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+        yield client
 
 
 async def openai_turn(
@@ -131,22 +153,19 @@ async def _burst(
 
 
 async def vllm_path(
-    peer: VllmServer, plan: Plan, loads: Loads, open_loop: OpenLoop | None
+    peer: VllmServer, plan: Plan, loads: Loads, open_loop: OpenLoop | None, path: str = "vllm"
 ) -> tuple[list[LoadResult], list[RateResult]]:
-    """The closed loads, then the open loop's rates, on ``vllm serve`` with its defaults."""
+    """The closed loads, then the open loop's rates, on ``vllm serve`` with its defaults
+    (``path``: ``vllm``, or ``vllm-aN`` with N API servers)."""
     system = resolve_system_prompt(plan.settings.system_prompt)
-    # Idle connections close before vLLM's server closes them (its keep-alive: 5 s): a turn
-    # after a long think sent on one the server had just closed failed (1 in 114 at 4/s).
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=1024, keepalive_expiry=4)
-    timeout = httpx.Timeout(REPLY_TIMEOUT_S, connect=30)
     watch = ProcessWatch(*peer.pids)
     try:
-        async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+        async with openai_client() as client:
             burst = functools.partial(_burst, client, peer.url, system, loads.reply_tokens)
-            closed = await measure_loads("vllm", loads, watch, timed(watch, burst))
-            if open_loop is None:
-                return closed, []
-            talk = functools.partial(openai_conversation, client, peer.url, system)
-            return closed, await sweep("vllm", functools.partial(run_rate, talk), open_loop)
+            closed = await measure_loads(path, loads, watch, timed(watch, burst))
+        if open_loop is None:
+            return closed, []
+        run = open_loop.runner(Talker("openai", (peer.url,), system))
+        return closed, await sweep(path, run, open_loop, watch.cpu_s)
     finally:
         watch.close()

@@ -106,6 +106,8 @@ RATE_COLUMNS = (
     ("turn_p99_ms", "turn p99"),
     ("goodput", "goodput"),
     ("meets_slo", "SLO met"),
+    ("app_cores", "app cores"),
+    ("client_cores", "client cores"),
 )
 
 

@@ -6,7 +6,7 @@ moments). A conversation has ``turns`` messages; before each later one its visit
 and types for a think time drawn from an exponential around ``think_s``, and the app (or
 the bench, for the bare engines) keeps its history, so later prompts grow and share their
 prefix. A conversation's replies have one length, drawn from a log-normal distribution:
-median ``reply_median`` tokens, sigma 0.6 (so 80% between 0.46x and 2.2x the median),
+median ``reply_median`` tokens, sigma ``reply_sigma`` (0.6: 80% between 0.46x and 2.2x the median),
 clipped to ``16 .. reply_max`` and rounded to the settings panel's step of 16; the replies
 run to that length (``ignore_eos``), so every path writes the same tokens.
 
@@ -54,6 +54,7 @@ class Traffic:
     reply_median: int = 256
     reply_max: int = 1024
     seed: int = 7
+    reply_sigma: float = 0.6  # 0: every reply reply_median tokens
 
     def conversations(self) -> list[Conversation]:
         """The visitors of the run, in order of arrival."""
@@ -66,7 +67,7 @@ class Traffic:
         return visitors
 
     def _one(self, index: int, start_s: float, draw: random.Random) -> Conversation:
-        length = self.reply_median * math.exp(draw.gauss(0, 0.6))
+        length = self.reply_median * math.exp(draw.gauss(0, self.reply_sigma))
         tokens = min(self.reply_max, max(STEP, round(length / STEP) * STEP))
         questions = tuple(QUESTIONS[i % len(QUESTIONS)] for i in range(self.turns))
         pauses = tuple(draw.expovariate(1 / self.think_s) for _ in range(self.turns - 1))

@@ -89,15 +89,16 @@ class Settings(AccessSettings):
         ge=1,
         le=64,
         description="Web front-end processes per engine core, behind one port (HAProxy); "
-        "unset: 1 on the CPU, on a GPU one per 4 CPU cores over the cores, at most 4.",
+        "unset: 1 on the CPU, on a GPU one per 4 CPU cores over the cores, 2 to 4.",
     )
     engines: int | None = Field(
         None,
         ge=1,
         le=16,
         description="Engine cores on the machine's GPUs, each with its share of the memory "
-        "and its own workers, behind the same port; unset: 2 a GPU for a model whose weights "
-        "take at most 2% of its memory, with 6 CPU cores a core; else 1 (docs/scaling.md).",
+        "and its own workers, behind the same port; unset: up to 4 a GPU for a model whose "
+        "weights take at most 2% of its memory, with 4 CPU cores a core; else 1 "
+        "(docs/scaling.md).",
     )
     profile: ProfileName = Field(
         DEFAULT_PROFILE,
@@ -144,6 +145,16 @@ class Settings(AccessSettings):
     enforce_eager: bool | None = Field(
         None,
         description="Skip compilation and CUDA graphs; unset: off on a GPU, on on the CPU.",
+    )
+    stream_interval: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="Tokens a reply gathers in the engine before the web app takes them; "
+        "unset: 1 on the CPU, 4 on a GPU (docs/scaling.md).",
+    )
+    cuda_graph_max: int | None = Field(
+        None, ge=1, description="Largest batch run as a CUDA graph; unset: max_num_seqs."
     )
     kv_cache_gb: float | None = Field(
         None,

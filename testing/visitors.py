@@ -28,6 +28,7 @@ __all__ = [
     "http_client",
     "idle_connections",
     "visitor",
+    "visitors_from",
 ]
 
 # Every way a client could name another address for itself (none is the trusted proxy's).
@@ -47,6 +48,13 @@ def visitor() -> str:
         number = next(_numbers)
         if number % 256 not in (0, 255):
             return f"127.{number >> 16 & 255}.{number >> 8 & 255}.{number & 255}"
+
+
+def visitors_from(block: int) -> None:
+    """This process's visitors from 127.``block``.0.1 on: each client process of a
+    benchmark (``bench.clients``) its own addresses."""
+    global _numbers
+    _numbers = itertools.count((block & 255) << 16 | 1)
 
 
 def http_client(source: str, **options: object) -> httpx.Client:

@@ -34,6 +34,8 @@ DECIDING_SETTINGS = (
     "pipeline_parallel_size",
     "enable_prefix_caching",
     "enforce_eager",
+    "stream_interval",
+    "cuda_graph_max",
     "workers",
     "engines",
 )
@@ -159,6 +161,8 @@ def capacity_report(vllm_config: Any, plan: Plan) -> CapacityReport:
         "engines": plan.engines,
         "max_num_seqs": max_num_seqs,
         "max_num_batched_tokens": step_tokens,
+        "stream_interval": plan.stream_interval,
+        "cuda_graph_max": plan.cuda_graph_max,
     }
     sources = plan.sources()
     decided = {

@@ -35,6 +35,7 @@ def build_engine_args(plan: Plan) -> AsyncEngineArgs:
         "max_num_seqs": batch.max_num_seqs,
         "enforce_eager": eager if eager is not None else cpu,
         "load_format": settings.load_format,
+        "stream_interval": plan.stream_interval,
         # The console shows the app's lines: loading is reported as the engine's state.
         "use_tqdm_on_load": False,
     }
@@ -42,6 +43,7 @@ def build_engine_args(plan: Plan) -> AsyncEngineArgs:
         "block_size": settings.block_size,
         "enable_prefix_caching": settings.enable_prefix_caching,
         "max_num_batched_tokens": batch.max_num_batched_tokens,
+        "max_cudagraph_capture_size": plan.cuda_graph_max,
         "kv_cache_memory_bytes": None
         if settings.kv_cache_gb is None
         else int(cores.kv_cache_gib(settings.kv_cache_gb) * GiB),

@@ -26,15 +26,23 @@ if TYPE_CHECKING:
     from engine.vllm_door.hardware import Hardware
     from settings.settings import Settings
 
-__all__ = ["CPUS_PER_CORE", "ENGINE_MARGIN_GIB", "SMALL_MODEL_SHARE", "Placement", "weights_gib"]
+__all__ = [
+    "CORES_PER_GPU",
+    "CPUS_PER_CORE",
+    "ENGINE_MARGIN_GIB",
+    "SMALL_MODEL_SHARE",
+    "Placement",
+    "weights_gib",
+]
 
 ENGINE_MARGIN_GIB = 1.0  # activations, CUDA graphs and the runtime beside the weights
-# The default: two cores a GPU for a model whose weights take at most this share of it (the
-# 0.3B model on one H200: 0.5%), with this many CPU cores per engine core (a core, its
-# workers and room: two cores on 16 CPUs measured faster than one at 256 chats, three
-# slower; docs/scaling.md).
+# The default: up to CORES_PER_GPU cores a GPU for a model whose weights take at most this
+# share of it (the 0.3B model on one H200: 0.5%), with this many CPU cores per engine core
+# (a core and its two workers: on an H100 with 16 CPUs, four cores held the SLO at 400 new
+# chats a second where two failed at 300; docs/scaling.md).
 SMALL_MODEL_SHARE = 0.02
-CPUS_PER_CORE = 6
+CORES_PER_GPU = 4
+CPUS_PER_CORE = 4
 
 
 def weights_gib(shape: ModelShape | None, dtype: str) -> float | None:

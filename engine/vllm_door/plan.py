@@ -18,6 +18,7 @@ from engine.model.memory import CPU_MEMORY_SHARE, DEFAULT_BLOCK_SIZE, DTYPE_BYTE
 from engine.vllm_door.batch import Batch, batch_for
 from engine.vllm_door.hardware import Hardware
 from engine.vllm_door.placement import (
+    CORES_PER_GPU,
     CPUS_PER_CORE,
     ENGINE_MARGIN_GIB,
     SMALL_MODEL_SHARE,
@@ -27,7 +28,12 @@ from engine.vllm_door.placement import (
 from settings.profiles import PROFILES
 from settings.settings import Settings
 
-__all__ = ["Plan", "core_tokens", "default_engines", "holds"]
+__all__ = ["GPU_STREAM_INTERVAL", "Plan", "core_tokens", "default_engines", "holds"]
+
+# Tokens a reply gathers in its engine on a GPU before a worker takes them: a worker's CPU
+# per output, not the GPU, set the knee (docs/scaling.md), and at a token every 2-15 ms
+# four stay inside one of the app's 50 ms frames. The first token still goes at once.
+GPU_STREAM_INTERVAL = 4
 
 
 @dataclass(frozen=True)
@@ -94,11 +100,28 @@ class Plan:
     def workers(self) -> int:
         """Web front ends per engine core (``ERNIE_WORKERS``): unset, 1 on the CPU (its
         engine is the bottleneck) and on a GPU one per 4 CPU cores over the engine cores,
-        at most 4 (one engine core caps them)."""
+        at least 2 where a core has 4 CPU cores (the measured best: docs/scaling.md), at
+        most 4 (one engine core caps them)."""
         if self.settings.workers is not None:
             return self.settings.workers
         cpus = self.hardware.cpus // self.engines
-        return 1 if self.hardware.cpu else max(1, min(4, cpus // 4))
+        return 1 if self.hardware.cpu or cpus < 4 else min(4, max(2, cpus // 4))
+
+    @property
+    def stream_interval(self) -> int:
+        """Tokens a reply gathers before the web app takes them (``ERNIE_STREAM_INTERVAL``;
+        unset: 1 on the CPU, ``GPU_STREAM_INTERVAL`` on a GPU)."""
+        if self.settings.stream_interval is not None:
+            return self.settings.stream_interval
+        return 1 if self.hardware.cpu else GPU_STREAM_INTERVAL
+
+    @property
+    def cuda_graph_max(self) -> int | None:
+        """The largest batch a core runs as a CUDA graph (``ERNIE_CUDA_GRAPH_MAX``; unset:
+        its whole batch, where vLLM stops at 512); None: no graphs (the CPU, eager)."""
+        if self.hardware.cpu or self.settings.enforce_eager:
+            return None
+        return self.settings.cuda_graph_max or self.batch.max_num_seqs
 
     def sources(self) -> dict[str, str]:
         """Where each value came from, with unset ones credited to whoever picks them."""
@@ -114,6 +137,10 @@ class Plan:
                 sources[name] = "CPU backend default" if self.hardware.cpu else cpus
             elif name == "engines":
                 sources[name] = default_engines(self)[1]
+            elif name == "stream_interval":
+                sources[name] = "CPU backend default" if self.hardware.cpu else "GPU default"
+            elif name == "cuda_graph_max":
+                sources[name] = "no CUDA graphs" if self.cuda_graph_max is None else "the batch"
             elif name == "gpu_memory_utilization":
                 sources[name] = (
                     "CPU backend default" if self.hardware.cpu else f"profile {settings.profile}"
@@ -161,12 +188,12 @@ def default_engines(plan: Plan) -> tuple[int, str]:
     one, device_gib = Placement.of(settings, hardware, 1), _device_gib(hardware)
     if weights / one.per_copy > SMALL_MODEL_SHARE * device_gib:
         return 1, "default: one core (the model is not small beside its GPU)"
-    wanted = min(2 * one.groups, hardware.cpus // CPUS_PER_CORE)
+    wanted = min(CORES_PER_GPU * one.groups, hardware.cpus // CPUS_PER_CORE)
     fits = [k for k in range(2, wanted + 1) if holds(plan, core_tokens(plan, k))]
     if not fits:
         return 1, f"default: one core ({hardware.cpus} CPU cores, or no room for two)"
     small = f"{weights:.2f} GiB on {one.groups} x {device_gib:.0f} GiB GPU"
-    return fits[-1], f"default: two cores a GPU for a small model ({small}; docs/scaling.md)"
+    return fits[-1], f"default: cores a GPU for a small model ({small}; docs/scaling.md)"
 
 
 def holds(plan: Plan, tokens: int | None) -> bool:

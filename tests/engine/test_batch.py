@@ -5,11 +5,13 @@ sequences a core on an H200 (256 over two cores), where ``vllm serve`` alone get
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import pytest
 
 from engine.model.files import ModelShape
+from engine.vllm_door.engine_args import build_engine_args
 from engine.vllm_door.hardware import Gpu, Hardware
 from engine.vllm_door.plan import Plan
 from engine.vllm_door.preflight import check_plan
@@ -41,7 +43,7 @@ def plan_on(hardware: Hardware, **values: object) -> Plan:
 def test_each_core_gets_what_vllm_gives_a_server_alone_on_its_device(
     gpu: str, gib: int, seqs: int, tokens: int, row: str
 ) -> None:
-    plan = plan_on(machine(gpu, gib))
+    plan = plan_on(machine(gpu, gib), engines=2)  # two cores: each KV cache holds the row
     batch = plan.batch
     assert (batch.max_num_seqs, batch.max_num_batched_tokens) == (seqs, tokens)
     sources = plan.sources()
@@ -50,10 +52,12 @@ def test_each_core_gets_what_vllm_gives_a_server_alone_on_its_device(
     assert plan.chats_at_once == seqs * plan.engines  # each core its own, not a share
 
 
-def test_two_cores_on_an_h200_hold_twice_the_chats_of_one() -> None:
-    plan = plan_on(machine("NVIDIA H200", 140))
-    assert plan.engines == 2 and plan.batch.max_num_seqs == 1024
-    assert plan.chats_at_once == 2048  # was 256: one profile number split over the cores
+def test_several_cores_on_an_h200_hold_more_chats_than_one() -> None:
+    two = plan_on(machine("NVIDIA H200", 140), engines=2)
+    assert two.batch.max_num_seqs == 1024 and two.chats_at_once == 2048  # not one split
+    four = plan_on(machine("NVIDIA H200", 140))  # the default on 16 CPUs: four cores
+    assert four.engines == 4 and four.batch.max_num_seqs == 868  # what a quarter holds
+    assert four.chats_at_once == 3472
 
 
 def test_the_cpu_backend_keeps_its_batch() -> None:
@@ -74,7 +78,7 @@ def test_the_profiles_scale_the_device_batch() -> None:
     h200 = machine("NVIDIA H200", 140)
     busy = plan_on(h200, profile="high-concurrency", engines=1).batch
     assert (busy.max_num_seqs, busy.max_num_batched_tokens) == (2048, 16384)
-    halves = plan_on(h200, profile="high-concurrency")  # two cores: half the KV cache each
+    halves = plan_on(h200, profile="high-concurrency", engines=2)  # half the KV cache each
     assert halves.batch.max_num_seqs == 1786  # 3.6M tokens a core: 1,786 chats of 2,000
     long = plan_on(h200, profile="long-context").batch
     assert (long.max_num_seqs, long.max_num_batched_tokens) == (128, 8192)
@@ -93,7 +97,8 @@ def test_an_explicit_batch_wins_and_is_checked_against_the_kv_cache() -> None:
     given = plan_on(h200, max_num_seqs=64, max_num_batched_tokens=4096)
     assert (given.batch.max_num_seqs, given.batch.max_num_batched_tokens) == (64, 4096)
     assert given.sources()["max_num_seqs"] == "given"
-    assert check_plan(plan_on(h200, max_num_seqs=1500)).batch.max_num_seqs == 1500  # it holds
+    held = check_plan(plan_on(h200, engines=2, max_num_seqs=1500))  # half the KV cache holds it
+    assert held.batch.max_num_seqs == 1500
     with pytest.raises(SettingsError) as refused:
         check_plan(plan_on(h200, engines=1, gpu_memory_utilization=0.05, max_num_seqs=1024))
     line = str(refused.value)
@@ -106,3 +111,28 @@ def test_an_unknown_model_size_leaves_the_device_batch() -> None:
         hermetic_settings(), replace(ERNIE_03B, parameters=None), machine("NVIDIA H200", 140)
     )
     assert plan.batch.max_num_seqs == 1024  # no KV estimate before loading: vLLM's row
+
+
+def test_a_gpu_core_gathers_tokens_and_runs_its_whole_batch_as_graphs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """#52's levers as the default start on an H100 measured them (docs/scaling.md): each
+    reply's tokens reach the web app four at a time, and CUDA graphs cover the core's whole
+    batch (vLLM stops at 512); the CPU backend keeps vLLM's own; a setting wins."""
+    for name in ("VLLM_WORKER_MULTIPROC_METHOD", "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"):
+        monkeypatch.setenv(name, os.environ.get(name, "spawn" if "METHOD" in name else "12"))
+    h100 = plan_on(machine("NVIDIA H100 80GB HBM3", 80), engines=2)  # 995 chats a core
+    args = build_engine_args(h100)
+    assert args.stream_interval == 4 and h100.sources()["stream_interval"] == "GPU default"
+    assert args.max_cudagraph_capture_size == h100.batch.max_num_seqs > 512
+    assert h100.sources()["cuda_graph_max"] == "the batch"
+    given = build_engine_args(plan_on(machine("NVIDIA H100", 80), stream_interval=1,
+                                      cuda_graph_max=512))  # fmt: skip
+    assert (given.stream_interval, given.max_cudagraph_capture_size) == (1, 512)
+    eager = build_engine_args(plan_on(machine("NVIDIA H100", 80), enforce_eager=True))
+    assert eager.max_cudagraph_capture_size is None
+    cpu = Plan(
+        hermetic_settings(), ERNIE_03B, Hardware("cpu", (), 24 * GiB, 20 * GiB, ("bfloat16",))
+    )
+    assert (cpu.stream_interval, cpu.cuda_graph_max) == (1, None)
+    assert cpu.sources()["stream_interval"] == "CPU backend default"

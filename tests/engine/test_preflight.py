@@ -375,15 +375,20 @@ def test_engine_cores_take_the_gpus_in_turn_and_split_what_they_share() -> None:
 
 
 def test_the_default_engine_cores_follow_the_model_the_gpus_and_the_cpus() -> None:
-    """Two cores a GPU for a small model (the 0.3B on an H200 measured faster at 256 chats),
-    given 6 CPU cores a core and room for each core's KV cache; else one."""
+    """Up to four cores a GPU for a small model (the 0.3B on an H100 with 16 CPUs: four
+    cores of two workers held 400 new chats a second, two cores 300), given 4 CPU cores a
+    core and room for each core's KV cache; else one."""
     small = replace(ERNIE_03B, parameters=361_821_120)  # 0.67 GiB in bfloat16
-    assert plan(small).engines == 2 and plan(small).workers == 2  # 16 CPUs: 8 a core
+    assert plan(small).engines == 4 and plan(small).workers == 2  # 16 CPUs: 4 a core
     assert "small model (0.67 GiB on 1 x 140 GiB GPU" in plan(small).sources()["engines"]
     assert "size is unknown" in plan(ERNIE_03B).sources()["engines"]
-    assert plan(small, gpus=2, cpus=32).engines == 4
-    assert plan(small, gpus=2, cpus=16).engines == 2
-    assert plan(small, cpus=8).engines == 1
+    assert plan(small, gpus=2, cpus=32).engines == 8
+    assert plan(small, gpus=2, cpus=64).engines == 8  # four a GPU at most
+    assert plan(small, gpus=2, cpus=16).engines == 4
+    assert plan(small, cpus=8).engines == 2 and plan(small, cpus=8).workers == 2
+    assert plan(small, cpus=4).engines == 1 and plan(small, cpus=4).workers == 2
+    assert plan(small, cpus=2).engines == 1 and plan(small, cpus=2).workers == 1
+    assert plan(small, engines=2).workers == 2  # 8 CPU cores a core: two workers, as before
     assert plan(replace(ERNIE_03B, parameters=8_000_000_000)).engines == 1  # 15 GiB: not small
     assert plan(ERNIE_03B).engines == 1  # the size unknown
     assert plan(small, engines=1).engines == 1  # set by hand

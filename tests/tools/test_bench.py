@@ -7,7 +7,6 @@ its own to load."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -15,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.__main__ import _group, with_worker_counts
+from bench.clients import cpu_list
 from bench.measure import LoadResult
 from bench.openloop import Slo, Turn, summarise
 from bench.report import comparisons
+from bench.variants import api_servers_of, group_env, lever, with_variants
 from testing.demo import APP_ENV
 from testing.engines import DemoApp
 from testing.servers import ROOT, Server, clean_environ
@@ -35,7 +35,7 @@ def test_the_bench_measures_a_path_and_a_shape_and_writes_its_report(
     command += ["--reply-tokens", "8", "--shapes", "at-connect", "--shape-chats", "2"]
     command += ["--url", demo_app.server.url, "--out", str(out)]
     command += ["--rate", "1", "--duration-s", "3", "--warm-up-s", "1", "--turns", "2"]
-    command += ["--think-s", "0.2"]
+    command += ["--think-s", "0.2", "--client-procs", "2"]  # the visitors from 2 processes
     command += ["--reply-median", "16", "--reply-max", "32"]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -50,6 +50,7 @@ def test_the_bench_measures_a_path_and_a_shape_and_writes_its_report(
     assert rate["path"] == "remote" and rate["offered_rate"] == 1.0 and rate["failed_turns"] == 0
     assert rate["turns"] == 2 * rate["conversations"] > 0 and rate["ttft_p99_ms"] > 0
     assert rate["itl_p99_ms"] > 0 and 0 <= rate["goodput"] <= 1
+    assert rate["client_cores"] > 0 and rate["app_cores"] > 0  # each side's CPU, counted
     assert report["capacity"]["remote"] in (None, 1.0)
     assert "remote: warmed up at 1/s for 1 s" in result.stderr  # and not reported: one rate
     (shape,) = report["shapes"]
@@ -86,27 +87,38 @@ def test_the_report_compares_every_path_measured_with_the_engine() -> None:
     assert any(row.get("app-cold TTFT p50 / steady") == 1.5 for row in rows)
 
 
-def test_several_worker_counts_and_caps_run_as_paths_of_one_invocation() -> None:
+def test_worker_counts_caps_levers_and_api_servers_run_as_paths_of_one_invocation() -> None:
     """``--engine-workers 2 4``: the default count is ``engines``, the others ``engines-wN``;
-    ``--caps 512``: ``engines-cap512``, the default start with ERNIE_MAX_REPLIES=512."""
-    paths = ["engine", "engines", "app"]
-    assert with_worker_counts(paths, [2, 4, 3, 4], [512]) == [
+    ``--caps 512``: ``engines-cap512``; ``--lever si4:ERNIE_STREAM_INTERVAL=4``:
+    ``engines-si4``; ``--peer-api-servers 4``: ``vllm-a4`` beside ``vllm``."""
+    paths = ["engine", "engines", "app", "vllm"]
+    levers = ["si4:ERNIE_STREAM_INTERVAL=4", "fi:VLLM_USE_FLASHINFER_SAMPLER=1,ERNIE_X=y"]
+    assert with_variants(paths, [2, 4, 3, 4], [512], levers, [1, 4]) == [
         "engine",
         "engines",
         "engines-w4",
         "engines-w3",
         "engines-cap512",
+        "engines-si4",
+        "engines-fi",
         "app",
+        "vllm",
+        "vllm-a4",
     ]
-    assert with_worker_counts(paths, [2], []) == paths
-    assert with_worker_counts(["engine"], [2, 4], [512]) == ["engine"]
-    args = argparse.Namespace(engines=2, engine_workers=[2])
-    assert _group("engines-cap512", args) == {
-        "ERNIE_ENGINES": "2",
-        "ERNIE_WORKERS": "2",
-        "ERNIE_MAX_REPLIES": "512",
+    assert with_variants(paths, [2], []) == paths
+    assert with_variants(["engine"], [2, 4], [512], levers) == ["engine"]
+    two = {"ERNIE_ENGINES": "2", "ERNIE_WORKERS": "2"}
+    assert group_env("engines-cap512", 2, 2, levers) == two | {"ERNIE_MAX_REPLIES": "512"}
+    assert group_env("engines-w4", 2, 2, levers) == two | {"ERNIE_WORKERS": "4"}
+    assert group_env("engines-fi", 2, 2, levers) == two | {
+        "VLLM_USE_FLASHINFER_SAMPLER": "1",
+        "ERNIE_X": "y",
     }
-    assert _group("engines-w4", args) == {"ERNIE_ENGINES": "2", "ERNIE_WORKERS": "4"}
+    assert group_env("engines", 2, 2, levers) == two
+    assert (api_servers_of("vllm"), api_servers_of("vllm-a4")) == (1, 4)
+    with pytest.raises(ValueError, match="NAME:SETTING=VALUE"):
+        lever("no settings")
+    assert cpu_list("0-3,6,8-9") == {0, 1, 2, 3, 6, 8, 9}
 
 
 def test_the_open_loop_counts_the_turns_that_waited_in_line_apart() -> None:

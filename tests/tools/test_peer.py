@@ -38,7 +38,7 @@ def test_the_peer_gets_the_model_context_and_memory_and_nothing_else() -> None:
 
 
 def test_the_old_cap_is_the_batch_the_app_gave_one_engine_before() -> None:
-    plan = h200_plan()
+    plan = h200_plan().alone()  # the engine path: one core in the bench's process
     assert plan.batch.max_num_seqs == 1024  # the device's now
     old = OLD_CAP(replace(plan)).batch
     assert (old.max_num_seqs, old.max_num_batched_tokens) == (256, 2048)
