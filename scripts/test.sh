@@ -16,6 +16,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! fc-list | grep -qi "Noto Sans CJK"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk \
     fonts-noto-color-emoji postgresql haproxy buildah podman mmdebstrap >/dev/null
 fi
+export TESTS_NEED_PROGRAMS=all  # installed above: a test that needs one fails without it
 .venv/bin/ruff check settings engine chat serve testing bench tests scripts app.py
 .venv/bin/ruff format --check settings engine chat serve testing bench tests scripts app.py
 # mypy beside pytest, on the CPU the tests leave idle (Linux's idle class); its verdict

@@ -7,7 +7,9 @@ import subprocess
 from pathlib import Path
 
 from serve.proxy import COOKIE, STARTING_PAGE, Forwarding, Proxy, config_text, haproxy
+from testing.programs import needs
 
+pytestmark = needs("haproxy")  # HAProxy itself checks each configuration
 PAGE = "starting.http"
 
 
