@@ -6,9 +6,9 @@ the handlers register with Chainlit, and the engine is built from the settings (
 setting stops here, in one line) with sign-in, history and the routes turned on.
 """
 
-from chat import open_app
 from serve.connections import limit_connections
+from serve.web import checked_plan, open_web_app
 
-# Chainlit's own server then closes idle connections and caps one address's, as
-# ``python -m serve`` does.
-limit_connections(open_app().engine.settings)
+# The engine built from the checked settings, the web app opened on it; Chainlit's own
+# server then closes idle connections and caps one address's, as ``python -m serve`` does.
+limit_connections(open_web_app(checked_plan()).settings)

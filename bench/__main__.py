@@ -58,8 +58,9 @@ from .clients import cpu_list, maybe_pool
 from .measure import LoadResult, Loads
 from .openloop import RateResult, Slo
 from .options import open_loop_options, the_open_loop
-from .paths import PROMPT, Servers, app_path, http_path, remote_path
+from .paths import PROMPT, app_path, http_path, remote_path
 from .report import BASELINE_PATHS, capacities, comparisons, rates_table, table, write_json
+from .servers import Servers
 from .shapes import SHAPES, run_shapes, shapes_table
 from .variants import api_servers_of, group_env, with_variants
 

@@ -68,7 +68,7 @@ class Talker:
                 )
 
             return await run_rate(tab, visitors, start)
-        from .peer import openai_client, openai_conversation
+        from .talk import openai_client, openai_conversation
 
         async with openai_client() as client:
 

@@ -17,15 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
-from httpx_sse import SSEError, aconnect_sse
 
 from engine.model.system_prompts import resolve_system_prompt
 from engine.vllm_door.plan import Plan
@@ -34,21 +30,15 @@ from testing.servers import Server
 
 from .clients import Talker
 from .measure import LoadResult, Loads, ProcessWatch, ReplyTiming, measure_loads, timed
-from .openloop import OpenLoop, RateResult, Turn, sweep
+from .openloop import OpenLoop, RateResult, sweep
 from .paths import PROMPT, READY_TIMEOUT_S, VllmServer
-from .talk import REPLY_TIMEOUT_S, think
-from .traffic import Conversation
+from .talk import SERVED, openai_client, openai_turn
 
 __all__ = [
-    "openai_client",
-    "openai_conversation",
-    "openai_turn",
     "peer_flags",
     "peer_server",
     "vllm_path",
 ]
-
-SERVED = "bench"
 
 
 def peer_flags(plan: Plan) -> list[str]:
@@ -76,64 +66,6 @@ async def peer_server(plan: Plan, log: Path, api_servers: int = 1) -> AsyncItera
     with Server.started(command, environ(), log) as server:
         await asyncio.to_thread(server.wait, "/health", READY_TIMEOUT_S)
         yield VllmServer(server.url, (server.process.pid,))
-
-
-@contextlib.asynccontextmanager
-async def openai_client() -> AsyncIterator[httpx.AsyncClient]:
-    """An OpenAI API client for the run's replies. Idle connections close before vLLM's
-    server closes them (its keep-alive: 5 s): a turn after a long think sent on one the
-    server had just closed failed (1 in 114 at 4/s)."""
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=1024, keepalive_expiry=4)
-    timeout = httpx.Timeout(REPLY_TIMEOUT_S, connect=30)
-    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
-        yield client
-
-
-async def openai_turn(
-    client: httpx.AsyncClient, url: str, messages: list[dict[str, str]], tokens: int
-) -> tuple[Turn, str]:
-    """One streamed chat completion of exactly ``tokens`` tokens: as the client saw it,
-    and its text."""
-    body = {"model": SERVED, "messages": messages, "max_tokens": tokens, "stream": True}
-    body |= {"ignore_eos": True}  # every reply runs to its length, as on the other paths
-    sent, frames, text = time.monotonic(), [], []
-    try:  # httpx-sse, as the remote engine reads it: a reply's text may hold U+2028, which
-        # splits a line for str.splitlines (httpx's aiter_lines), not for server-sent events
-        async with aconnect_sse(client, "POST", f"{url}/v1/chat/completions", json=body) as sse:
-            sse.response.raise_for_status()
-            async for event in sse.aiter_sse():
-                delta = _delta(event.data)
-                if delta:
-                    frames.append(time.monotonic())
-                    text.append(delta)
-    except (httpx.HTTPError, SSEError, ValueError) as exc:
-        return Turn(sent, None, None, (), tokens, f"{type(exc).__name__}: {exc}"), ""
-    first, last = (frames[0], frames[-1]) if frames else (None, None)
-    return Turn(sent, first, last, tuple(frames), tokens), "".join(text)
-
-
-def _delta(data: str) -> str | None:
-    """The text of one server-sent event of a streamed completion."""
-    if data == "[DONE]":
-        return None
-    choices = json.loads(data).get("choices") or [{}]
-    content: Any = (choices[0].get("delta") or {}).get("content")
-    return content if isinstance(content, str) else None
-
-
-async def openai_conversation(
-    client: httpx.AsyncClient, url: str, system: str, conversation: Conversation
-) -> list[Turn]:
-    """The conversation, its history kept here as any OpenAI client keeps it."""
-    messages = [{"role": "system", "content": system}] if system else []
-    turns = []
-    for index, question in enumerate(conversation.questions):
-        await think(conversation, index)
-        messages.append({"role": "user", "content": question})
-        turn, text = await openai_turn(client, url, messages, conversation.reply_tokens)
-        messages.append({"role": "assistant", "content": text})
-        turns.append(turn)
-    return turns
 
 
 async def _burst(

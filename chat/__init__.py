@@ -8,12 +8,12 @@ metrics), ``metrics``, ``arrival`` (a socket's events in order), ``conversation`
 ``chainlit_door``, the one package that reads or writes Chainlit's, python-socketio's and
 python-engineio's internals. It imports the engine's public names and never vLLM.
 
-Usage::
+Usage (the launcher builds the engine and sizes the cap, as vLLM's server builds its
+engine client: ``serve.web.open_web_app`` for ``app.py`` and ``python -m serve``)::
 
-    open_app()                  # app.py: the engine from the settings, checked here
-    open_app(plan=plan)         # python -m serve: the launcher's plan, checked once there
-    open_app(seat, plan=plan)   # a group's worker (serve.web): its seat on the shared core
-    open_app(engine=MockEngine())   # tests: the web app on a fake engine (engine.mock)
+    open_app(engine, settings, plan.replies)                  # one process
+    open_app(engine, settings, plan.replies, GroupWorker(folder, worker=3, core=1))
+    open_app(MockEngine(), settings, reply_slots(settings, 4))  # tests: a fake engine
 """
 
 from __future__ import annotations
@@ -21,23 +21,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine import Attachment, ChatClient, Plan
+    from engine import ChatClient, ReplySlots
+    from settings.settings import Settings
 
-    from .runtime import Runtime
+    from .runtime import GroupWorker, Runtime
 
 __all__ = ["open_app"]
 
 
 def open_app(
-    seat: Attachment | None = None,
-    *,
-    plan: Plan | None = None,
-    engine: ChatClient | None = None,
+    engine: ChatClient,
+    settings: Settings,
+    replies: ReplySlots,
+    worker: GroupWorker | None = None,
 ) -> Runtime:
-    """Register the handlers with Chainlit and configure the runtime (imported here, on
-    use: the package's modules import without Chainlit's app being set up)."""
+    """Register the handlers with Chainlit and configure the runtime around ``engine``
+    (imported here, on use: the package's modules import without Chainlit's app being set
+    up); ``worker``: a group's worker, which shares the group's counts."""
     from . import handlers
     from .runtime import Comebacks, configure
 
     comebacks = Comebacks(handlers.resume_chat, handlers.resumed, handlers.reconnected)
-    return configure(comebacks, seat=seat, plan=plan, engine=engine)
+    return configure(comebacks, engine, settings, replies, worker)

@@ -30,9 +30,18 @@ from typing import Any
 
 from engine import Turn
 
-__all__ = ["Conversation", "Seal", "last_reply_step", "signed_exchange", "step_metadata"]
+__all__ = [
+    "EXCHANGE_KEY",
+    "NOTES_KEY",
+    "Conversation",
+    "Seal",
+    "last_reply_step",
+    "signed_exchange",
+    "step_metadata",
+]
 
 EXCHANGE_KEY = "exchange"  # the reply message's metadata key for its exchange
+NOTES_KEY = "notes"  # ... and for its footer notes (chat.ui.streaming; the export reads them)
 # Exchanges a chat keeps for the model (what it holds stays bounded; the prompt drops
 # the oldest turns to fit the context long before this many).
 MAX_EXCHANGES = 200

@@ -40,12 +40,11 @@ from .chainlit_door import (
     session_by_id,
     session_of,
 )
-from .conversation import Seal, signed_exchange, step_metadata
-from .ui.i18n import DEFAULT_LANGUAGE, strings_for
+from .conversation import NOTES_KEY, Seal, signed_exchange, step_metadata
+from .words import DEFAULT_LANGUAGE, strings_for
 
 __all__ = ["FORMATS", "Entry", "Exports", "as_json", "chat_entries", "markdown", "register"]
 
-NOTES_KEY = "notes"  # a reply's footer notes, in its metadata (chat.ui.streaming)
 FORMATS = {"chat.md": "text/markdown; charset=utf-8", "chat.json": "application/json"}
 EXPORT_PATH = "/export/{token}/{name}"
 # The request's signed-in user, as Chainlit checks it (None where no one signs in).

@@ -23,15 +23,15 @@ from engine import ChatOptions, EngineFailedError, EngineRestartingError, Messag
 
 from . import lifecycle, metrics
 from .access.admission import visitor
-from .access.limits import LimitExceededError
 from .access.turns import LeftLineError, Ticket
 from .chainlit_door import answer_messages, leaving, run_as_task, trim_chat_messages
 from .conversation import Conversation, last_reply_step
+from .errors import LimitExceededError, PanelValueError
 from .runtime import runtime
 from .ui.failures import reported, send_error
-from .ui.i18n import DEFAULT_LANGUAGE, strings_for, t
 from .ui.live import LiveReply
-from .ui.panel import PanelValueError, options_from
+from .ui.panel import options_from
+from .ui.state import chat_state
 from .ui.streaming import (
     EXPORT,
     REGENERATE,
@@ -42,6 +42,7 @@ from .ui.streaming import (
     stream_reply,
     wait_in_line,
 )
+from .words import DEFAULT_LANGUAGE, strings_for, t
 
 __all__ = ["reconnected", "resume_chat", "resumed"]
 
@@ -81,32 +82,32 @@ async def resume_chat(thread: ThreadDict) -> None:
     seal = runtime().seal
     if live is not None:
         thread["steps"].append(live.message.to_dict())
-    cl.user_session.set("following", live)
-    cl.user_session.set("resumed_reply", last_reply_step(thread["steps"], seal))
+    state = chat_state()
+    state.following, state.resumed_reply = live, last_reply_step(thread["steps"], seal)
     open_chat(Conversation.restore(thread["steps"], seal))
 
 
 async def resumed() -> None:
     """The page has its resumed thread: the reply being written is followed there, or the
     last reply gets its buttons."""
-    live, last = cl.user_session.get("following"), cl.user_session.get("resumed_reply")
-    if live is not None:
-        cl.user_session.set("follower", asyncio.ensure_future(follow(live)))
-    elif last is not None:
-        await offer_buttons(last)
+    state = chat_state()
+    if state.following is not None:
+        state.follower = asyncio.ensure_future(follow(state.following))
+    elif state.resumed_reply is not None:
+        await offer_buttons(state, state.resumed_reply)
 
 
 @reported
 async def follow(live: LiveReply) -> None:
     """``live`` on this page to its end; its exchange then joins this chat's."""
-    metadata = await follow_reply(live)
+    metadata = await follow_reply(chat_state(), live)
     if metadata is not None:
         this_chat().adopt(metadata)
 
 
 def this_chat() -> Conversation:
     """This chat's conversation, set up on first use (once, by whichever comes first)."""
-    conversation: Conversation | None = cl.user_session.get("conversation")
+    conversation = chat_state().conversation
     if conversation is None:
         conversation = Conversation(runtime().seal)
         open_chat(conversation)
@@ -116,19 +117,19 @@ def this_chat() -> Conversation:
 def open_chat(conversation: Conversation) -> None:
     """A new or resumed chat: its state, and the engine's state shown."""
     metrics.CHATS_OPEN.inc()
-    cl.user_session.set("conversation", conversation)
-    cl.user_session.set("options", ChatOptions())
+    state = chat_state()
+    state.conversation, state.options = conversation, ChatOptions()
     # In the background: Chainlit locks the message box while a handler runs, and a
     # message typed while the model loads must be accepted (and answered once ready).
-    announcer = asyncio.create_task(announce_engine(runtime().engine))
-    cl.user_session.set("announcer", announcer)
+    rt = runtime()
+    state.announcer = asyncio.create_task(announce_engine(rt.engine, rt.settings))
 
 
 @cl.on_settings_update
 @reported
 async def update_settings(values: dict[str, Any]) -> None:
     try:
-        cl.user_session.set("options", options_from(values, runtime().engine))
+        chat_state().options = options_from(values, runtime().settings)
     except PanelValueError as exc:  # not from the panel: say so, change nothing
         await send_error(exc)
 
@@ -157,10 +158,9 @@ async def regenerate(_: cl.Action) -> None:
     """The button under the last reply: that turn answered again, as a message's reply
     runs (the stop button stops it), the old reply gone from the chat and the history.
     The button's payload is the page's: the session's own record says what to answer."""
-    reply: cl.Message | None = cl.user_session.get("last_reply")
-    conversation, rt = this_chat(), runtime()
-    last = conversation.last()
-    if reply is None or last is None or cl.user_session.get("request_id"):
+    state, conversation, rt = chat_state(), this_chat(), runtime()
+    reply, last = state.last_reply, conversation.last()
+    if reply is None or last is None or state.request_id:
         return  # nothing answered yet, or a reply is being written
     session, now = cl.context.session, time.monotonic()
     assert isinstance(session, WebsocketSession)  # a button of a chat's socket
@@ -169,7 +169,7 @@ async def regenerate(_: cl.Action) -> None:
     except LimitExceededError as exc:
         await send_error(exc)
         return
-    cl.user_session.set("last_reply", None)
+    state.replace_last_reply(None)
     await reply.remove()
     message_id, text = last
     conversation.rewind_to(message_id)
@@ -196,25 +196,23 @@ async def answer_when_ready(
     except (EngineFailedError, EngineRestartingError) as exc:
         await send_error(exc)
         return
-    announcer = cl.user_session.get("announcer")
-    if announcer is not None:  # its "ready" and demo notices come before the reply
+    state = chat_state()
+    if state.announcer is not None:  # its "ready" and demo notices come before the reply
         # wait() neither re-raises the announcer's end (cancelled when a socket dropped
         # and the chat was restored) nor cancels it if this message is stopped.
-        await asyncio.wait({announcer})
-    follower = cl.user_session.get("follower")
-    if follower is not None:  # a reply being written when the page was reloaded: first
-        await asyncio.wait({follower})
+        await asyncio.wait({state.announcer})
+    if state.follower is not None:  # a reply being written when the page was reloaded
+        await asyncio.wait({state.follower})
     try:
         if abandoned():  # its tab went away while the model loaded: a reply for nobody
             raise LeftLineError(cl.context.session.id)
         if ticket is not None:
             await wait_in_line(runtime().limits, ticket)
     except LeftLineError:
-        cl.user_session.set("left_line", True)  # said if the socket comes back
+        state.left_line = True  # said if the socket comes back
         return
-    options = cl.user_session.get("options") or ChatOptions()
     live = runtime().live if runtime().history_url is not None else None
-    await stream_reply(engine, message_id, text, conversation, options, live)
+    await stream_reply(engine, runtime().settings, (message_id, text), conversation, state, live)
 
 
 @cl.on_stop
@@ -232,12 +230,11 @@ async def end_chat() -> None:
     without, or for a new chat, the engine is freed at once (a reply stopped so says why
     when the socket comes back: ``reconnected``)."""
     metrics.CHATS_OPEN.dec()
-    cl.user_session.set("dropped", True)
-    for task in (cl.user_session.get("announcer"), cl.user_session.get("follower")):
-        if task is not None:
-            task.cancel()
+    state = chat_state()
+    for task in state.dropped():
+        task.cancel()
     if abandoned():
-        cl.user_session.set("lost_request", cl.user_session.get("request_id"))
+        state.lose_reply()
         await abort_current_reply()
         runtime().limits.leave(cl.context.session.id)  # its messages waiting in line
 
@@ -245,25 +242,21 @@ async def end_chat() -> None:
 def abandoned() -> bool:
     """The chat's page went away and nothing will show its replies: no history to keep
     them for a reload, or the page started a new chat."""
-    gone = bool(cl.user_session.get("dropped"))
-    return gone and (runtime().history_url is None or leaving(cl.context.session))
+    return chat_state().gone and (runtime().history_url is None or leaving(cl.context.session))
 
 
 async def reconnected() -> None:
     """The chat's socket came back (``chat.arrival``): the chat is open again, and a reply
     that ended while it was gone is shown in its final form."""
     metrics.CHATS_OPEN.inc()
-    cl.user_session.set("dropped", False)
-    missed: cl.Message | None = cl.user_session.get("undelivered")
+    missed, left_line = chat_state().returned()
     if missed is not None:
-        cl.user_session.set("undelivered", None)
         await missed.update()
-    if cl.user_session.get("left_line"):
-        cl.user_session.set("left_line", False)
+    if left_line:
         await show_notice(t("line_left"))
 
 
 async def abort_current_reply() -> None:
-    request_id = cl.user_session.get("request_id")
+    request_id = chat_state().request_id
     if request_id:
         await runtime().engine.abort(request_id)

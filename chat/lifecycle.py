@@ -33,13 +33,13 @@ async def start(rt: Runtime) -> None:
         rt.seal = Seal(rt.seal.key, legacy_before=since)
     rt.engine.start()
     asyncio.get_running_loop().create_task(_exit_when_the_engine_gives_up(rt))
-    if rt.engine.seat is not None:
+    if rt.worker is not None:
         await rt.engine.wait_ready()  # a failed load ends the worker: its unit restarts
 
 
 async def stop(rt: Runtime) -> None:
     """End the engine in order (its core's teardown waited for, not killed)."""
-    if rt.engine.seat is None:  # a group's launcher says it once for all its workers
+    if rt.worker is None:  # a group's launcher says it once for all its workers
         logger.info("stopping: the engine ends, then the app")
     await rt.engine.shutdown()
 

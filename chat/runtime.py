@@ -1,14 +1,15 @@
 """The web app's one set-up: settings -> engine, sign-in, history, routes.
 
-Usage (``chat.open_app``, from ``app.py`` or a group's worker)::
+Usage (``chat.open_app``, from the launcher: ``serve.web.open_web_app``)::
 
-    configure(Comebacks(resume=..., resumed=..., reconnected=...), seat=seat, plan=plan)
+    configure(Comebacks(resume=..., resumed=..., reconnected=...), engine, settings, replies)
     runtime().engine     # from the handlers, afterwards
 
 The runtime lives on Chainlit's ASGI app (``app.state.runtime``, as vLLM's OpenAI server
 keeps its ``engine_client``): one per web app, found again when ``chainlit run -w``
-imports app.py anew. A group's worker gets its engine core through ``seat``, handed down
-by the launcher (``serve.worker.run_worker`` -> ``serve.web.serve_app`` -> here).
+imports app.py anew. The launcher builds the engine (a group's worker on its seat on the
+engine core: ``serve.worker.run_worker`` -> ``serve.web.serve_app``) and sizes the cap and
+the line (``engine.Plan.replies``); the web app takes them as they are.
 Chainlit decides at import which sign-in and data layer an app has, so this runs when
 the app loads; every module of this package can be imported (and tested) without it.
 """
@@ -17,20 +18,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import os
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import chainlit as cl
 from chainlit.config import config
 from chainlit.server import app
 from chainlit.types import ThreadDict
 
-from engine import Attachment, ChatClient, ChatEngine, Plan
-from settings.loader import load_settings
-from settings.settings import AUTH_SECRET, Settings, SettingsError
+from engine import ChatClient, ReplySlots
+from settings.settings import AUTH_SECRET, Settings
 
 from . import chainlit_door, export, routes
 from .access import guards, origins, sign_in
@@ -51,7 +50,17 @@ from .history.setup import step_stored
 from .ui.live import LiveReplies
 from .ui.panel import options_from
 
-__all__ = ["Comebacks", "Runtime", "configure", "runtime"]
+__all__ = ["Comebacks", "GroupWorker", "Runtime", "configure", "runtime"]
+
+
+@dataclass(frozen=True)
+class GroupWorker:
+    """A group's worker: the folder where the group's workers keep what they share (their
+    counts, the line), its number among them, and its engine core's."""
+
+    folder: Path
+    worker: int
+    core: int
 
 
 @dataclass
@@ -60,6 +69,8 @@ class Runtime:
     seal on the exchanges the app records (set again once the history is open)."""
 
     engine: ChatClient
+    settings: Settings  # the web app's (sign-in, limits, history, the reply's budget)
+    worker: GroupWorker | None  # a group's worker; None: the app alone in its process
     limits: Turns  # the visitors' limits, the replies at once and their line
     history_url: str | None  # where signed-in users' chats are kept; None: nowhere
     seal: Seal
@@ -85,23 +96,22 @@ def _seal() -> Seal:
     return Seal(hmac.new(secret, b"ernie-chat exchange", hashlib.sha256).digest())
 
 
-def _limits(engine: ChatClient, group: Attachment | None) -> tuple[Turns, OpenChats]:
+def _limits(
+    settings: Settings, replies: ReplySlots, worker: GroupWorker | None
+) -> tuple[Turns, OpenChats]:
     """This process's limits and line, or, in a group of workers, the group's (one file
-    they share), each engine core's slots and line its share of the settings'."""
-    settings, cores = engine.settings, 1 if group is None else group.plan.engines
-    slots = settings.max_replies or 2 * engine.chats_at_once
-    line = slots if settings.max_waiting is None else settings.max_waiting
+    they share); ``replies``: the engine core's cap and line, as the launcher sized them."""
     values = {
         "max_replies": settings.user_max_replies,
         "per_minute": settings.user_messages_per_minute,
-        "slots": math.ceil(slots / cores),
-        "line": math.ceil(line / cores),
+        "slots": replies.slots,
+        "line": replies.line,
     }
-    if group is None:
+    if worker is None:
         return Turns(":memory:", worker=0, core=0, **values), ChatCount()
-    shared, worker = group.folder / LIMITS_FILE, group.worker
-    core = worker // group.plan.workers
-    return Turns(shared, worker=worker, core=core, **values), SharedChatCount(shared, worker=worker)
+    shared = worker.folder / LIMITS_FILE
+    turns = Turns(shared, worker=worker.worker, core=worker.core, **values)
+    return turns, SharedChatCount(shared, worker=worker.worker)
 
 
 def _configured() -> Runtime | None:
@@ -117,21 +127,6 @@ def runtime() -> Runtime:
     return current
 
 
-def _engine(seat: Attachment | None, plan: Plan | None) -> ChatClient:
-    """A group's worker: its seat's engine; ``python -m serve``: the launcher's plan (it
-    ran the checks once); else one from the settings, checked here (a bad setting: one
-    line on stderr, exit 2)."""
-    if seat is not None:
-        return ChatEngine(seat.plan, seat)
-    if plan is not None:
-        return ChatEngine(plan.alone())
-    try:
-        return ChatEngine.from_settings(load_settings())
-    except SettingsError as exc:  # one line naming the setting, then stop
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-
-
 @dataclass(frozen=True)
 class Comebacks:
     """The handlers of a chat that comes back: resumed from the history (``resume`` with
@@ -145,14 +140,14 @@ class Comebacks:
 
 def configure(
     comebacks: Comebacks,
-    *,
-    seat: Attachment | None = None,
-    plan: Plan | None = None,
-    engine: ChatClient | None = None,
+    engine: ChatClient,
+    settings: Settings,
+    replies: ReplySlots,
+    worker: GroupWorker | None = None,
 ) -> Runtime:
-    """Build the engine (or take ``engine``: the tests' fake) and register sign-in,
-    history and routes; idempotent (``chainlit run -w`` imports app.py again: the engine
-    stays one)."""
+    """The runtime around the launcher's engine, with sign-in, history and routes
+    registered; idempotent (``chainlit run -w`` imports app.py again: the first runtime
+    and its engine stay, the new engine is never started)."""
     os.umask(0o077)  # the history, the logs, the caches: the app's user's alone
     # ``chainlit run``'s uvicorn would take X-Forwarded-For from any local client as the
     # visitor's address; who a visitor is, is chat.access.peers' to say (serve.web turns
@@ -165,9 +160,8 @@ def configure(
     private_files_folder()  # not beside the code: the code's folder is read-only
     current = _configured()
     if current is None:
-        built = engine or _engine(seat, plan)
-        current = app.state.runtime = _build(built, seat, comebacks)
-    engine, settings, trust = current.engine, current.engine.settings, current.trust
+        current = app.state.runtime = _build(engine, settings, (replies, worker), comebacks)
+    engine, settings, trust = current.engine, current.settings, current.trust
     chainlit_door.wire(current.door.guard, current.steps)
     # A closed tab's session waits this long for its socket to come back (Chainlit: 1 h).
     config.project.session_timeout = max(1, round(settings.session_keep_minutes * 60))
@@ -180,12 +174,17 @@ def configure(
     return current
 
 
-def _build(engine: ChatClient, seat: Attachment | None, comebacks: Comebacks) -> Runtime:
+def _build(
+    engine: ChatClient,
+    settings: Settings,
+    place: tuple[ReplySlots, GroupWorker | None],
+    comebacks: Comebacks,
+) -> Runtime:
     """The runtime around a new engine: its limits, sign-in and history registered, and
     the steps of the socket events (wired by ``configure``)."""
-    settings = engine.settings
-    limits, chats = _limits(engine, seat)
-    signed_in = sign_in.register(settings, None if seat is None else seat.folder / LIMITS_FILE)
+    replies, worker = place
+    limits, chats = _limits(settings, replies, worker)
+    signed_in = sign_in.register(settings, None if worker is None else worker.folder / LIMITS_FILE)
     url = settings.kept_history_url
     if url is not None:
         register_history(url, comebacks.resume)
@@ -193,7 +192,7 @@ def _build(engine: ChatClient, seat: Attachment | None, comebacks: Comebacks) ->
     door = FrontDoor(
         trust,
         settings,
-        check_settings=lambda values: options_from(values, engine),
+        check_settings=lambda values: options_from(values, settings),
         close=chainlit_door.close_socket,
     )
     arrival, exports = Arrival(comebacks.reconnected, comebacks.resumed), Exports()
@@ -210,4 +209,4 @@ def _build(engine: ChatClient, seat: Attachment | None, comebacks: Comebacks) ->
         counted = ChatsPerAddress(trust, settings.max_chats_per_address, chats)
         steps["connect"].insert(0, counted.connect)
         steps["disconnect"].append(counted.disconnect)
-    return Runtime(engine, limits, url, _seal(), trust, door, steps, exports)
+    return Runtime(engine, settings, worker, limits, url, _seal(), trust, door, steps, exports)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .shared_core import Attachment, SharedCore, launch_shared_core
     from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk
     from .supervisor import EngineState, EngineStatus
-    from .vllm_door.plan import Plan
+    from .vllm_door.plan import Plan, ReplySlots, reply_slots
     from .vllm_door.preflight import preflight
 
 _SOURCES = {
@@ -65,7 +65,7 @@ _SOURCES = {
     "shared_core": ["Attachment", "SharedCore", "launch_shared_core"],
     "stream": ["ReplyEnd", "ReplyStats", "StreamEvent", "TextChunk"],
     "supervisor": ["EngineState", "EngineStatus"],
-    "vllm_door.plan": ["Plan"],
+    "vllm_door.plan": ["Plan", "ReplySlots", "reply_slots"],
     "vllm_door.preflight": ["preflight"],
 }
 _MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
@@ -95,6 +95,7 @@ __all__ = [
     "Plan",
     "PromptTooLongError",
     "ReplyEnd",
+    "ReplySlots",
     "ReplyStats",
     "SharedCore",
     "StreamEvent",
@@ -106,6 +107,7 @@ __all__ = [
     "launch_shared_core",
     "new_request_id",
     "preflight",
+    "reply_slots",
 ]
 
 

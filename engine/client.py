@@ -17,12 +17,9 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from settings.settings import Settings
-
     from .backend import Report
     from .prompt import Turn
     from .sampling import ChatOptions
-    from .shared_core import Attachment
     from .stream import StreamEvent
     from .supervisor import EngineStatus
 
@@ -41,21 +38,6 @@ class ModelFacts(Protocol):
 
 class ChatClient(Protocol):
     """An engine a chat talks to."""
-
-    @property
-    def settings(self) -> Settings:
-        """The settings it runs with (the message and reply limits among them)."""
-        ...
-
-    @property
-    def seat(self) -> Attachment | None:
-        """A group's worker: its place on the shared engine core; else None."""
-        ...
-
-    @property
-    def chats_at_once(self) -> int:
-        """The replies its engine cores batch together (the default of the app's cap)."""
-        ...
 
     @property
     def model(self) -> ModelFacts:

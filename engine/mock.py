@@ -81,7 +81,6 @@ class MockEngine:
         model: MockModel | None = None,
     ) -> None:
         self.settings = settings or Settings(_env_file=None)  # type: ignore[call-arg]
-        self.seat = None
         self.chats_at_once = chats_at_once
         self.model = model or MockModel()
         self.capacity = _Capacity()

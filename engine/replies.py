@@ -74,16 +74,8 @@ class ChatEngine:
         return self.supervisor.plan
 
     @property
-    def seat(self) -> Attachment | None:
-        return self.supervisor.seat
-
-    @property
     def settings(self) -> Settings:
         return self.supervisor.settings
-
-    @property
-    def chats_at_once(self) -> int:
-        return self.plan.chats_at_once
 
     @property
     def model(self) -> ModelInfo:

@@ -82,12 +82,12 @@ async def main(model: Path) -> None:
         f"vllm {vllm.__version__} | torch {torch.__version__} | transformers "
         f"{transformers.__version__} | CUDA initialised here: {torch.cuda.is_initialized()}"
     )
-    print("settings:", engine.settings.model_dump(exclude_none=True))
+    print("settings:", runtime().settings.model_dump(exclude_none=True))
     print(
         "chainlit imported:",
         "chainlit" in sys.modules,
         "| enforce_eager setting:",
-        engine.settings.enforce_eager,
+        runtime().settings.enforce_eager,
     )
     started = time.monotonic()
     await lifecycle.start(runtime())  # what the app's on_app_startup hook runs

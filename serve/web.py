@@ -2,8 +2,10 @@
 two costs on every await of every chat. ``chainlit run`` applies nest_asyncio (which
 swaps asyncio's C tasks and futures for pure-Python ones) and keeps asyncio's own loop;
 this module does neither. The app is opened the way ``app.py`` opens it
-(``chat.open_app``), so the handlers, the routes and the settings are the ones
-``chainlit run`` gets; a group's worker hands it its seat on the engine core.
+(``open_web_app``: the launcher builds the engine and hands it to ``chat.open_app``, as
+vLLM's server builds its engine client), so the handlers, the routes and the settings are
+the ones ``chainlit run`` gets; a group's worker builds its engine on its seat on the
+engine core.
 
 uvicorn's proxy-headers rewrite is off: it would take ``X-Forwarded-For`` from any local
 client as the visitor's address, and who a visitor is, is ``chat.access.peers``' to say. Its
@@ -14,12 +16,14 @@ Usage::
 
     serve_app(plan, ("127.0.0.1", 8000))    # blocks until SIGINT or SIGTERM
     serve_app(plan, ("127.0.0.1", 8101), public_host="0.0.0.0", seat=seat)  # a worker
+    open_web_app(checked_plan())            # app.py (chainlit run)
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,9 +33,10 @@ from serve import console
 from settings.settings import Settings
 
 if TYPE_CHECKING:
+    from chat.runtime import Runtime
     from engine import Attachment, Plan
 
-__all__ = ["APP", "raise_open_files", "serve_app"]
+__all__ = ["APP", "checked_plan", "open_web_app", "raise_open_files", "serve_app"]
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 # The websocket's per-message deflate costs CPU on every streamed frame; chat frames are
@@ -47,14 +52,41 @@ def _load_chainlit_app(public_host: str, plan: Plan, seat: Attachment | None) ->
     from chainlit.config import config
     from chainlit.server import app
 
-    from chat import open_app
-
     config.run.headless = True  # no browser opened on the server
     config.run.host = public_host
     config.run.module_name = str(APP)
-    open_app(seat, plan=plan)
+    open_web_app(plan, seat)
     ensure_jwt_secret()  # type: ignore[no-untyped-call]
     return app
+
+
+def checked_plan() -> Plan:
+    """The settings checked against the model and the machine (``chainlit run app.py``: no
+    launcher ran the checks); a bad setting: one line on stderr, exit 2."""
+    from engine import preflight
+    from settings.loader import load_settings
+    from settings.settings import SettingsError
+
+    try:
+        return preflight(load_settings())
+    except SettingsError as exc:  # one line naming the setting, then stop
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def open_web_app(plan: Plan, seat: Attachment | None = None) -> Runtime:
+    """The chat app opened on an engine built here from the launcher's ``plan``: in this
+    process (one core), or a group's worker's on its ``seat`` on the group's core."""
+    from chat import open_app
+    from chat.runtime import GroupWorker
+    from engine import ChatEngine
+
+    if seat is None:
+        alone = plan.alone()
+        return open_app(ChatEngine(alone), alone.settings, alone.replies)
+    core = seat.worker // seat.plan.workers
+    worker = GroupWorker(seat.folder, seat.worker, core)
+    return open_app(ChatEngine(seat.plan, seat), seat.plan.settings, seat.plan.replies, worker)
 
 
 def raise_open_files() -> int:

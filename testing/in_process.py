@@ -29,7 +29,7 @@ from chainlit.session import WebsocketSession
 
 from chat import chainlit_door, open_app
 from chat.runtime import Runtime
-from engine import ChatClient, MockEngine
+from engine import MockEngine, reply_slots
 from settings.settings import Settings
 
 from .polling import until
@@ -206,13 +206,15 @@ class InProcessApp:
 
 
 @contextlib.asynccontextmanager
-async def app_on(engine: ChatClient) -> AsyncIterator[InProcessApp]:
-    """The web app configured on ``engine`` (the process's runtime put back afterwards)."""
+async def app_on(engine: MockEngine) -> AsyncIterator[InProcessApp]:
+    """The web app configured on ``engine`` with its settings, sized as a launcher sizes it
+    (the process's runtime put back afterwards)."""
     before = getattr(chainlit_app.state, "runtime", None)
     chainlit_app.state.runtime = None
     pages: list[Page] = []
     try:
-        app = InProcessApp(open_app(engine=engine), pages)
+        replies = reply_slots(engine.settings, engine.chats_at_once)
+        app = InProcessApp(open_app(engine, engine.settings, replies), pages)
         engine.start()
         yield app
     finally:

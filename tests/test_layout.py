@@ -11,12 +11,15 @@ imports them.
 from __future__ import annotations
 
 import ast
+import inspect
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import engine
+from chat import open_app
+from engine import ChatClient
 from testing.servers import ROOT
 
 PACKAGES = ("settings", "engine", "chat", "serve", "testing", "bench")
@@ -85,6 +88,52 @@ def test_the_engines_rooms_import_downward_only(room: str) -> None:
         imports = absolute_imports(path)
         wrong = {m for m in imports if m == "engine" or m in above or m.startswith(prefixes)}
         assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
+
+
+# chat/ from the top floor down: each may import only what stands below it (words and the
+# errors the rooms share at the bottom; Chainlit's door beneath every room).
+CHAT_FLOORS = (
+    "chat", "chat.handlers", "chat.lifecycle", "chat.runtime", "chat.history", "chat.ui",
+    "chat.routes", "chat.__main__", "chat.export", "chat.access", "chat.arrival", "chat.words",
+    "chat.conversation", "chat.chainlit_door", "chat.metrics", "chat.errors",
+)  # fmt: skip
+
+
+def chat_unit(module: str) -> str:
+    """The room (``chat.ui``) or top-level module (``chat.export``) ``module`` is in."""
+    return ".".join(module.split(".")[:2])
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def chat_imports(path: Path) -> set[str]:
+    """The modules of chat/ that ``path`` imports, relative imports resolved."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            if node.module:
+                found.add(".".join([*base, node.module]))
+            else:
+                found |= {".".join([*base, alias.name]) for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("chat"):
+            found.add(str(node.module))
+    return {name for name in found if name.startswith("chat")}
+
+
+def test_chats_rooms_import_downward_only() -> None:
+    units = {chat_unit(module_name(path)) for path in modules("chat")}
+    assert units == set(CHAT_FLOORS), sorted(units ^ set(CHAT_FLOORS))
+    for path in modules("chat"):
+        unit = chat_unit(module_name(path))
+        below = set(CHAT_FLOORS[CHAT_FLOORS.index(unit) + 1 :])
+        wrong = {chat_unit(m) for m in chat_imports(path)} - below - {unit}
+        assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}: above it"
 
 
 def test_deploy_is_gone() -> None:
@@ -165,6 +214,15 @@ def test_chat_keeps_its_rooms() -> None:
     assert {"ui", "access", "history"} <= {p.name for p in (ROOT / "chat").iterdir() if p.is_dir()}
 
 
+def test_a_chats_state_is_one_typed_record() -> None:
+    """No string key of Chainlit's user session outside ``chat.ui.state`` (``ChatState``)."""
+    record = ROOT / "chat" / "ui" / "state.py"
+    for path in [*modules("chat", "serve"), ROOT / "app.py"]:
+        source = path.read_text(encoding="utf-8")
+        used = [call for call in ("user_session.get(", "user_session.set(") if call in source]
+        assert path == record or not used, f"{path.relative_to(ROOT)}: {used}: use chat_state()"
+
+
 # Chainlit's, python-socketio's and python-engineio's internals the app touches, each only
 # in chat/chainlit_door/ (one place to read on upgrade, as engine/vllm_door/internals.py).
 CHAINLIT_INTERNALS = (
@@ -241,3 +299,15 @@ def test_no_module_imports_around_a_circle() -> None:
 
     for name in graph:
         visit(name, [name])
+
+
+def test_the_launcher_builds_the_engine_and_the_web_app_takes_it() -> None:
+    """One way to open the web app, on an engine and settings it is handed; the engine's
+    protocol carries no settings and no seat (the launcher's, not the chat's)."""
+    assert list(inspect.signature(open_app).parameters) == [
+        "engine",
+        "settings",
+        "replies",
+        "worker",
+    ]
+    assert not {"settings", "seat", "chats_at_once"} & set(dir(ChatClient))

@@ -33,10 +33,8 @@ from engine import MessageRefusedError
 
 from .. import metrics
 from ..chainlit_door import Handler, chat_messages, enter, say, session_task
-from ..errors import MalformedMessageError
-from ..ui.i18n import chat_strings
-from ..ui.render import error_text
-from .limits import LimitExceededError
+from ..errors import LimitExceededError, MalformedMessageError
+from ..words import chat_strings, error_text
 from .peers import ProxyTrust
 from .turns import Ticket, Turns
 

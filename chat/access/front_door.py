@@ -44,7 +44,7 @@ from settings.settings import Settings
 
 from .. import metrics
 from ..chainlit_door import Handler, app_handles, session_task
-from ..ui.panel import PanelValueError
+from ..errors import PanelValueError
 from .admission import refuse, visitor
 from .peers import ProxyTrust
 from .rates import Rate

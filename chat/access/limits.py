@@ -1,4 +1,4 @@
-"""Limits: the refusal a visitor's limits give, and the sign-in tries and sign-outs of
+"""Limits: the sign-in tries and sign-outs of
 one process (a group's are ``chat.access.shared_limits``; replies at once and messages a
 minute are ``chat.access.turns``).
 
@@ -8,28 +8,10 @@ Pure bookkeeping (no I/O, the clock is passed in), so it can be tested on its ow
 from __future__ import annotations
 
 from collections import deque
-from typing import Literal
 
-__all__ = ["WINDOW_S", "LimitExceededError", "SignInAttempts", "SignOuts"]
+__all__ = ["WINDOW_S", "SignInAttempts", "SignOuts"]
 
 WINDOW_S = 60.0
-
-
-class LimitExceededError(Exception):
-    """The user is over a per-user limit, or the line is full (``busy``); ``retry_after_s``
-    when waiting helps."""
-
-    def __init__(
-        self,
-        limit: Literal["replies", "per_minute", "busy"],
-        value: int,
-        *,
-        retry_after_s: float | None,
-    ) -> None:
-        self.limit = limit
-        self.value = value
-        self.retry_after_s = retry_after_s
-        super().__init__(f"over the limit {limit}={value}")
 
 
 class SignInAttempts:

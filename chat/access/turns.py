@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import metrics
-from .limits import WINDOW_S, LimitExceededError
+from ..errors import LimitExceededError
+from .limits import WINDOW_S
 from .shared_limits import Store
 
 __all__ = ["LOOK_S", "LeftLineError", "Place", "Ticket", "Turns"]

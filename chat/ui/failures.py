@@ -29,8 +29,7 @@ from typing import ParamSpec, TypeVar
 import chainlit as cl
 
 from .. import metrics
-from .i18n import chat_strings
-from .render import error_text
+from ..words import chat_strings, error_text
 
 __all__ = ["report", "reported", "send_error"]
 

@@ -13,11 +13,13 @@ from typing import Any
 import chainlit as cl
 from chainlit.input_widget import Select, Slider
 
-from engine import ChatClient, ChatOptions, available_system_prompts
+from engine import ChatOptions, ModelFacts, available_system_prompts
+from settings.settings import Settings
 
-from .i18n import t
+from ..errors import PanelValueError
+from ..words import t
 
-__all__ = ["NO_SYSTEM_PROMPT", "PanelValueError", "options_from", "send_settings_panel"]
+__all__ = ["NO_SYSTEM_PROMPT", "options_from", "send_settings_panel"]
 
 NO_SYSTEM_PROMPT = "none"  # the panel's value for "no system prompt"
 MAX_TEMPERATURE, MIN_TOP_P, MIN_REPLY_TOKENS = 2.0, 0.05, 16
@@ -42,8 +44,8 @@ def _system_prompts(current: str) -> dict[str, str]:
     return prompts
 
 
-async def send_settings_panel(engine: ChatClient) -> None:
-    settings, defaults = engine.settings, engine.model.sampling_defaults
+async def send_settings_panel(settings: Settings, model: ModelFacts) -> None:
+    defaults = model.sampling_defaults
     temperature = _first_set(settings.temperature, defaults.get("temperature"), 1.0)
     top_p = _first_set(settings.top_p, defaults.get("top_p"), 1.0)
     widgets = [
@@ -74,15 +76,6 @@ async def send_settings_panel(engine: ChatClient) -> None:
     await cl.ChatSettings(widgets).send()
 
 
-class PanelValueError(ValueError):
-    """A value the panel cannot send: a client sent it (``name`` says which; None: a
-    setting the panel does not have)."""
-
-    def __init__(self, name: str | None) -> None:
-        self.name = name
-        super().__init__(f"the settings panel cannot send this {name or 'setting'}")
-
-
 def _number(values: dict[str, Any], name: str, low: float, high: float) -> float:
     value = values.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
@@ -90,16 +83,16 @@ def _number(values: dict[str, Any], name: str, low: float, high: float) -> float
     return float(value)
 
 
-def options_from(values: Any, engine: ChatClient) -> ChatOptions:
+def options_from(values: Any, settings: Settings) -> ChatOptions:
     """The chat's options from the panel's values; ``PanelValueError`` for anything the
     panel itself cannot send (the values come from the client, not from the panel)."""
     if not isinstance(values, dict) or not set(values) <= set(PANEL_FIELDS):
         raise PanelValueError(None)
     prompt = values.get("system_prompt")
-    allowed = {NO_SYSTEM_PROMPT, engine.settings.system_prompt, *available_system_prompts()}
+    allowed = {NO_SYSTEM_PROMPT, settings.system_prompt, *available_system_prompts()}
     if prompt not in allowed:
         raise PanelValueError("system_prompt")
-    longest = engine.settings.max_tokens
+    longest = settings.max_tokens
     max_tokens = _number(values, "max_tokens", _shortest(longest), longest)
     if max_tokens != int(max_tokens):
         raise PanelValueError("max_tokens")

@@ -1,7 +1,7 @@
 """What the chat shows, as pure functions of the engine's state and the chat's language.
 
 No Chainlit calls and no I/O here: each function takes the ``Strings`` of the chat's
-language (``chat.ui.i18n``) and returns text, so every word a user reads is unit-tested.
+language (``chat.words``) and returns text, so every word a user reads is unit-tested.
 """
 
 from __future__ import annotations
@@ -10,27 +10,18 @@ import math
 from typing import Any
 
 from engine import (
-    EngineFailedError,
-    EngineRestartingError,
     EngineState,
     EngineStatus,
-    GenerationError,
-    MessageRefusedError,
-    PromptTooLongError,
     ReplyEnd,
 )
 
-from ..access.limits import LimitExceededError
 from ..access.turns import Place
-from ..errors import MalformedMessageError
-from .i18n import Strings
+from ..words import Strings
 from .markdown import fix_cjk_emphasis, protect_dollars
-from .panel import PanelValueError
 
 __all__ = [
     "context_note",
     "engine_notes",
-    "error_text",
     "final_reply",
     "footer",
     "footer_notes",
@@ -139,32 +130,3 @@ def final_reply(text: str, notes: list[str]) -> str:
     """The reply as it stays in the chat: math and emphasis that render, then its
     ``footer_notes``."""
     return fix_cjk_emphasis(protect_dollars(text)) + _as_footer(notes)
-
-
-def error_text(exc: Exception, t: Strings) -> str | None:
-    """Words for the user; None for an error the app did not expect (``chat.ui.failures``
-    reports it, and the user gets its reference)."""
-    if isinstance(exc, LimitExceededError):
-        if exc.limit == "busy":
-            return t("busy")
-        if exc.retry_after_s is None:
-            return t("limit_replies", limit=exc.value)
-        seconds = max(1, math.ceil(exc.retry_after_s))
-        return t("limit_per_minute", limit=exc.value, seconds=seconds)
-    if isinstance(exc, MessageRefusedError):
-        return t(f"refused_{exc.reason}", size=exc.size, limit=exc.limit)
-    if isinstance(exc, PromptTooLongError):
-        return t("too_long", tokens=exc.prompt_tokens, limit=exc.limit)
-    if isinstance(exc, EngineRestartingError):
-        return t("restarting")
-    if isinstance(exc, EngineFailedError):
-        return t("failed", reason=exc.reason)
-    if isinstance(exc, GenerationError):
-        return t("generation_failed")
-    if isinstance(exc, PanelValueError):
-        if exc.name is None:
-            return t("settings_unknown")
-        return t("settings_refused", name=t(exc.name))
-    if isinstance(exc, MalformedMessageError):
-        return t("refused_malformed")
-    return None

@@ -14,23 +14,23 @@ import chainlit as cl
 
 from engine import (
     ChatClient,
-    ChatOptions,
     EngineError,
     EngineState,
     ReplyEnd,
     TextChunk,
     new_request_id,
 )
+from settings.settings import Settings
 
 from .. import metrics
 from ..access.turns import Place, Ticket, Turns
-from ..conversation import Conversation
-from ..export import NOTES_KEY
+from ..conversation import NOTES_KEY, Conversation
+from ..words import chat_strings, t
 from .failures import send_error
-from .i18n import chat_strings, t
 from .live import LiveReplies, LiveReply
 from .panel import send_settings_panel
 from .render import engine_notes, final_reply, footer_notes, line_text, loading_text
+from .state import ChatState
 
 __all__ = [
     "EXPORT",
@@ -49,7 +49,7 @@ REGENERATE = "regenerate"  # the actions under the last reply (chat.handlers)
 EXPORT = "export"
 
 
-async def announce_engine(engine: ChatClient) -> None:
+async def announce_engine(engine: ChatClient, settings: Settings) -> None:
     """The loading state, updated in place until ready or failed; then the chat's tools."""
     status = engine.status()
     loading = status.state is EngineState.LOADING
@@ -70,7 +70,7 @@ async def announce_engine(engine: ChatClient) -> None:
     if notice.content:
         await (notice.update() if loading else notice.send())
     if ready:
-        await send_settings_panel(engine)
+        await send_settings_panel(settings, engine.model)
 
 
 async def wait_in_line(turns: Turns, ticket: Ticket) -> None:
@@ -95,23 +95,24 @@ async def wait_in_line(turns: Turns, ticket: Ticket) -> None:
 
 async def stream_reply(
     engine: ChatClient,
-    message_id: str,
-    text: str,
+    settings: Settings,
+    turn: tuple[str, str],
     conversation: Conversation,
-    options: ChatOptions,
+    state: ChatState,
     live: LiveReplies | None = None,
 ) -> None:
-    """Thinking indicator until the first text, buffered chunks, then notes and stats;
-    with ``live`` (the history is on), a page reloaded meanwhile follows it."""
+    """The reply to ``turn`` (the message's id and text): thinking indicator until the
+    first text, buffered chunks, then notes and stats; with ``live`` (the history is on),
+    a page reloaded meanwhile follows it."""
     reply = cl.Message(content="")
     session = cl.context.session
     user = getattr(session.user, "identifier", None)
     writing = None if live is None or user is None else live.writing(user, session.thread_id, reply)
     with writing or contextlib.nullcontext():
-        await _write(engine, reply, (message_id, text), conversation, options)
+        await _write((engine, settings), reply, turn, conversation, state)
 
 
-async def follow_reply(live: LiveReply) -> dict[str, Any] | None:
+async def follow_reply(state: ChatState, live: LiveReply) -> dict[str, Any] | None:
     """A reply another session of this chat writes (``chat.ui.live``), on this page: each
     change in place, then its final form with its buttons. Its metadata (the exchange),
     or None if it ended with no text."""
@@ -125,28 +126,28 @@ async def follow_reply(live: LiveReply) -> dict[str, Any] | None:
         await _hide(message)
         return None
     await cl.context.emitter.update_step(message.to_dict())
-    await offer_buttons(message.to_dict())
+    await offer_buttons(state, message.to_dict())
     return dict(message.metadata or {})
 
 
-async def offer_buttons(step: Mapping[str, Any]) -> None:
+async def offer_buttons(state: ChatState, step: Mapping[str, Any]) -> None:
     """A resumed chat's last reply (``step``, from the history) gets the buttons a reply
     gets when it ends: regenerate and export work on a chat opened from the sidebar too."""
     await _last_reply_is(
-        cl.Message(content=str(step.get("output") or ""), id=step["id"]), sent=True
+        state, cl.Message(content=str(step.get("output") or ""), id=step["id"]), sent=True
     )
 
 
 async def _write(
-    engine: ChatClient,
+    serving: tuple[ChatClient, Settings],
     reply: cl.Message,
     turn: tuple[str, str],
     conversation: Conversation,
-    options: ChatOptions,
+    state: ChatState,
 ) -> None:
-    message_id, text = turn
-    request_id = new_request_id()
-    cl.user_session.set("request_id", request_id)
+    (engine, settings), (message_id, text) = serving, turn
+    request_id, options = new_request_id(), state.options
+    state.begin_reply(request_id)
     thinking = cl.Message(content=t("thinking"))
     await _show(thinking)
     end = None
@@ -170,7 +171,7 @@ async def _write(
         with contextlib.suppress(Exception):  # the chat may be gone (a closed tab)
             await (reply.update() if streamed else _hide(thinking))  # and stored
             # the stopped reply is the last: a regenerate answers its message again
-            await _last_reply_is(reply if streamed else None, sent=True)
+            await _last_reply_is(state, reply if streamed else None, sent=True)
         raise
     except Exception as exc:
         await _hide(thinking)
@@ -178,23 +179,19 @@ async def _write(
         return
     finally:
         metrics.REPLYING.dec()
-        cl.user_session.set("request_id", None)
+        state.ended()
     reply.metadata = conversation.record(message_id, text, reply.content)  # for the history
-    lost = cl.user_session.get("lost_request") == request_id  # stopped by a dropped socket
+    lost = state.was_lost(request_id)  # stopped by a dropped socket
     # Sent to a socket that is gone: shown on its return. Asked before and after sending,
     # as the socket may come back (or go) while the final form is on its way.
-    _keep_if_dropped(reply)
-    budget = options.reply_budget(engine.settings)
-    await _finish(reply, thinking, end, (budget, engine.context_tokens), lost=lost)
-    _keep_if_dropped(reply)
-
-
-def _keep_if_dropped(reply: cl.Message) -> None:
-    if cl.user_session.get("dropped"):
-        cl.user_session.set("undelivered", reply)
+    state.delivered(reply)
+    budget = options.reply_budget(settings)
+    await _finish(state, reply, thinking, end, (budget, engine.context_tokens), lost=lost)
+    state.delivered(reply)
 
 
 async def _finish(
+    state: ChatState,
     reply: cl.Message,
     thinking: cl.Message,
     end: ReplyEnd | None,
@@ -214,15 +211,14 @@ async def _finish(
     notes = footer_notes(end, strings, reply_budget=budget, lost=lost, context=context)
     reply.content = final_reply(reply.content, notes)
     reply.metadata = {**(reply.metadata or {}), NOTES_KEY: notes}  # for an export
-    await _last_reply_is(reply, sent=False)
+    await _last_reply_is(state, reply, sent=False)
     await reply.send()  # with its buttons
 
 
-async def _last_reply_is(reply: cl.Message | None, *, sent: bool) -> None:
+async def _last_reply_is(state: ChatState, reply: cl.Message | None, *, sent: bool) -> None:
     """``reply`` is the one a regenerate answers again (None: none is), with the buttons;
     the one before loses them. ``sent``: it is on the page already (a stopped reply)."""
-    before: cl.Message | None = cl.user_session.get("last_reply")
-    cl.user_session.set("last_reply", reply)
+    before = state.replace_last_reply(reply)
     if before is not None and before is not reply:
         for action in before.actions:
             await action.remove()

@@ -60,6 +60,7 @@ class CapacityReport:
     typical_chats: int  # chats of typical_chat_tokens at once (also bounded by max_num_seqs)
     settings: dict[str, dict[str, Any]]  # the settings that decided it: value and source
     engines: int = 1  # engine cores, each with the KV cache and batch above (ERNIE_ENGINES)
+    replies: tuple[int, int, str] = (0, 0, "")  # each core's cap and line (Plan.replies), why
 
     def as_dict(self) -> dict[str, Any]:
         """The report, and the chats held at once by each core and by all, with why."""
@@ -89,6 +90,8 @@ class CapacityReport:
             f"{self.typical_chat_tokens:,} tokens (max_num_seqs {self.max_num_seqs}, "
             f"{self.max_num_batched_tokens:,} tokens a step)",
             *self._engines_lines(),
+            f"the web app: {self.replies[0]} replies at once a core, {self.replies[1]} more may "
+            f"wait in line ({self.replies[2]})",
             f"decided by: {decided}",
         ]
 
@@ -164,7 +167,7 @@ def capacity_report(vllm_config: Any, plan: Plan) -> CapacityReport:
         "stream_interval": plan.stream_interval,
         "cuda_graph_max": plan.cuda_graph_max,
     }
-    sources = plan.sources()
+    sources, replies = plan.sources(), plan.replies
     decided = {
         name: {"value": resolved.get(name, getattr(settings, name)), "from": sources[name]}
         for name in DECIDING_SETTINGS
@@ -189,4 +192,5 @@ def capacity_report(vllm_config: Any, plan: Plan) -> CapacityReport:
         typical_chats=min(max_num_seqs, blocks // typical_blocks),
         settings=decided,
         engines=plan.engines,
+        replies=(replies.slots, replies.line, "; ".join(replies.sources)),
     )

@@ -11,6 +11,7 @@ Usage::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from engine.model.files import ModelShape
@@ -28,7 +29,15 @@ from engine.vllm_door.placement import (
 from settings.profiles import PROFILES
 from settings.settings import Settings
 
-__all__ = ["GPU_STREAM_INTERVAL", "Plan", "core_tokens", "default_engines", "holds"]
+__all__ = [
+    "GPU_STREAM_INTERVAL",
+    "Plan",
+    "ReplySlots",
+    "core_tokens",
+    "default_engines",
+    "holds",
+    "reply_slots",
+]
 
 # Tokens a reply gathers in its engine on a GPU before a worker takes them: a worker's CPU
 # per output, not the GPU, set the knee (docs/scaling.md), and at a token every 2-15 ms
@@ -108,6 +117,11 @@ class Plan:
         return 1 if self.hardware.cpu or cpus < 4 else min(4, max(2, cpus // 4))
 
     @property
+    def replies(self) -> ReplySlots:
+        """Each engine core's share of the web app's cap on replies and of its line."""
+        return reply_slots(self.settings, self.chats_at_once, self.engines)
+
+    @property
     def stream_interval(self) -> int:
         """Tokens a reply gathers before the web app takes them (``ERNIE_STREAM_INTERVAL``;
         unset: 1 on the CPU, ``GPU_STREAM_INTERVAL`` on a GPU)."""
@@ -148,6 +162,30 @@ class Plan:
             elif source == "default":
                 sources[name] = "backend default"
         return sources | self.batch.sources
+
+
+@dataclass(frozen=True)
+class ReplySlots:
+    """The replies one engine core's web workers write at once (the app's cap) and the
+    messages that may wait for one (its line), with where each came from."""
+
+    slots: int
+    line: int
+    sources: tuple[str, str]
+
+
+def reply_slots(settings: Settings, chats_at_once: int, cores: int = 1) -> ReplySlots:
+    """The one place the cap and the line are sized: ``ERNIE_MAX_REPLIES`` (unset: twice
+    what the cores batch at once, ``chats_at_once``) and ``ERNIE_MAX_WAITING`` (unset: as
+    many), each shared evenly by the ``cores``."""
+    slots = settings.max_replies or 2 * chats_at_once
+    line = slots if settings.max_waiting is None else settings.max_waiting
+    given = settings.max_replies is not None, settings.max_waiting is not None
+    sources = (
+        "ERNIE_MAX_REPLIES given" if given[0] else f"twice the {chats_at_once} chats batched",
+        "ERNIE_MAX_WAITING given" if given[1] else "as many waiting",
+    )
+    return ReplySlots(math.ceil(slots / cores), math.ceil(line / cores), sources)
 
 
 # --- the engine cores' default ----------------------------------------------------

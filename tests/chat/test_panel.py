@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from chat.ui.panel import NO_SYSTEM_PROMPT, PanelValueError, options_from
+from chat.errors import PanelValueError
+from chat.ui.panel import NO_SYSTEM_PROMPT, options_from
 from engine import ChatOptions
 from testing.chat_client import ChatClient, wait_ready
 from testing.demo import DEMO_APP_ENV
@@ -70,8 +71,7 @@ async def test_the_panel_cannot_ask_for_a_reply_longer_than_the_setting(
 
 
 def test_options_take_the_panel_values_only() -> None:
-    settings = SimpleNamespace(system_prompt="zh", max_tokens=2048)
-    engine: Any = SimpleNamespace(settings=settings, max_model_len=4096)
+    engine: Any = SimpleNamespace(system_prompt="zh", max_tokens=2048)  # the settings
     options = options_from(VALID | {"system_prompt": NO_SYSTEM_PROMPT}, engine)
     assert options.system_prompt == "" and options.max_tokens == 64
     assert options_from(VALID | {"max_tokens": 2048}, engine).max_tokens == 2048

@@ -11,20 +11,17 @@ from typing import Any, get_args
 
 import pytest
 
-from chat.access.limits import LimitExceededError
 from chat.access.turns import Place
-from chat.errors import MalformedMessageError
-from chat.ui import i18n
-from chat.ui.i18n import Strings, strings_for
+from chat.errors import LimitExceededError, MalformedMessageError
 from chat.ui.render import (
     context_note,
     engine_notes,
-    error_text,
     final_reply,
     footer,
     footer_notes,
     line_text,
 )
+from chat.words import Strings, error_text, i18n, strings_for
 from engine import (
     EngineFailedError,
     EngineRestartingError,

@@ -136,3 +136,17 @@ def test_a_gpu_core_gathers_tokens_and_runs_its_whole_batch_as_graphs(
     )
     assert (cpu.stream_interval, cpu.cuda_graph_max) == (1, None)
     assert cpu.sources()["stream_interval"] == "CPU backend default"
+
+
+def test_the_cap_on_replies_and_the_line_are_sized_in_one_place_from_the_plan() -> None:
+    """``Plan.replies``: twice what the cores batch, each core its share; the settings win;
+    the web app takes what the launcher hands it (``chat.open_app``)."""
+    four = plan_on(machine("NVIDIA H100 80GB HBM3", 80))  # 4 cores of 475 chats each
+    replies = four.replies
+    assert (replies.slots, replies.line) == (2 * 475, 2 * 475)  # 2 x 1,900 over 4 cores
+    assert replies.sources == ("twice the 1900 chats batched", "as many waiting")
+    given = plan_on(machine("NVIDIA H100", 80), max_replies=1000, max_waiting=0).replies
+    assert (given.slots, given.line) == (250, 0)
+    assert given.sources == ("ERNIE_MAX_REPLIES given", "ERNIE_MAX_WAITING given")
+    alone = plan_on(machine("NVIDIA H100", 80)).alone().replies  # one process, one core
+    assert alone.slots == 2 * plan_on(machine("NVIDIA H100", 80)).alone().chats_at_once

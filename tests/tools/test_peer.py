@@ -9,8 +9,9 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from bench.peer import openai_conversation, peer_flags
+from bench.peer import peer_flags
 from bench.raw_engine import OLD_CAP
+from bench.talk import openai_conversation
 from bench.traffic import Conversation
 from engine.model.files import ModelShape
 from engine.vllm_door.hardware import Gpu, Hardware

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from chat.access.limits import LimitExceededError
 from chat.access.shared_limits import SharedChatCount, forget
 from chat.access.turns import Turns
+from chat.errors import LimitExceededError
 
 
 def two_workers(path: Path, **limits: int) -> tuple[Turns, Turns]:

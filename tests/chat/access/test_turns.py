@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from chat.access.limits import WINDOW_S, LimitExceededError
+from chat.access.limits import WINDOW_S
 from chat.access.shared_limits import Store
 from chat.access.turns import LOOK_S, LeftLineError, Place, Ticket, Turns
+from chat.errors import LimitExceededError
 
 
 def turns(path: Path | str = ":memory:", **values: int) -> Turns:
