@@ -28,9 +28,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from chainlit.session import WebsocketSession
-
-from .chainlit_door import Handler
+from .chainlit_door import Handler, WebsocketSession
 
 __all__ = ["RESUME_WAIT_S", "Arrival"]
 

@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from chainlit.auth import get_current_user
 from fastapi import Depends
 from fastapi.responses import JSONResponse, Response
 
@@ -37,6 +36,7 @@ from .chainlit_door import (
     add_routes_first,
     chat_messages,
     data_layer,
+    get_current_user,
     session_by_id,
     session_of,
 )

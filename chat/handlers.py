@@ -16,7 +16,6 @@ import time
 from typing import Any
 
 import chainlit as cl
-from chainlit.session import WebsocketSession
 from chainlit.types import ThreadDict
 
 from engine import ChatOptions, EngineFailedError, EngineRestartingError, MessageRefusedError
@@ -24,7 +23,13 @@ from engine import ChatOptions, EngineFailedError, EngineRestartingError, Messag
 from . import lifecycle, metrics
 from .access.admission import visitor
 from .access.turns import LeftLineError, Ticket
-from .chainlit_door import answer_messages, leaving, run_as_task, trim_chat_messages
+from .chainlit_door import (
+    WebsocketSession,
+    answer_messages,
+    leaving,
+    run_as_task,
+    trim_chat_messages,
+)
 from .conversation import Conversation, last_reply_step
 from .errors import LimitExceededError, PanelValueError
 from .runtime import runtime

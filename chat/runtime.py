@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import chainlit as cl
-from chainlit.config import config
-from chainlit.server import app
 from chainlit.types import ThreadDict
 
 from engine import ChatClient, ReplySlots
@@ -41,7 +39,14 @@ from .access.sessions import ChatCount, ChatsPerAddress, OpenChats
 from .access.shared_limits import LIMITS_FILE, SharedChatCount
 from .access.turns import Turns
 from .arrival import Arrival
-from .chainlit_door import Step, drop_blocking_sleep, guard_module_getattr, private_files_folder
+from .chainlit_door import (
+    Step,
+    config,
+    drop_blocking_sleep,
+    guard_module_getattr,
+    private_files_folder,
+    server_app,
+)
 from .conversation import Seal
 from .export import Exports
 from .history.claims import claim_thread
@@ -115,7 +120,7 @@ def _limits(
 
 
 def _configured() -> Runtime | None:
-    runtime: Runtime | None = getattr(app.state, "runtime", None)
+    runtime: Runtime | None = getattr(server_app.state, "runtime", None)
     return runtime
 
 
@@ -160,7 +165,7 @@ def configure(
     private_files_folder()  # not beside the code: the code's folder is read-only
     current = _configured()
     if current is None:
-        current = app.state.runtime = _build(engine, settings, (replies, worker), comebacks)
+        current = server_app.state.runtime = _build(engine, settings, (replies, worker), comebacks)
     engine, settings, trust = current.engine, current.settings, current.trust
     chainlit_door.wire(current.door.guard, current.steps)
     # A closed tab's session waits this long for its socket to come back (Chainlit: 1 h).

@@ -48,16 +48,14 @@ def _load_chainlit_app(public_host: str, plan: Plan, seat: Attachment | None) ->
     """Chainlit's ASGI app with the chat app opened in it (as ``app.py`` does) on the
     launcher's plan (made once: not checked again here); ``public_host``: the address
     browsers reach it by (the allowed hosts follow it)."""
-    from chainlit.auth import ensure_jwt_secret
-    from chainlit.config import config
-    from chainlit.server import app
+    from chat.chainlit_door import config, ensure_jwt_secret, server_app
 
     config.run.headless = True  # no browser opened on the server
     config.run.host = public_host
     config.run.module_name = str(APP)
     open_web_app(plan, seat)
     ensure_jwt_secret()  # type: ignore[no-untyped-call]
-    return app
+    return server_app
 
 
 def checked_plan() -> Plan:

@@ -223,6 +223,28 @@ def test_a_chats_state_is_one_typed_record() -> None:
         assert path == record or not used, f"{path.relative_to(ROOT)}: {used}: use chat_state()"
 
 
+# What the app may import of Chainlit outside its door: the public ``cl`` API, the types
+# and widgets it passes, the message class of an error, and the data layer it extends.
+CHAINLIT_OUTSIDE = {
+    "chainlit", "chainlit.types", "chainlit.input_widget", "chainlit.message",
+    "chainlit.data.sql_alchemy",
+}  # fmt: skip
+
+
+def test_the_chainlit_door_is_an_allow_list() -> None:
+    """Chainlit's config, server, sessions, context, emitter and sign-in tokens are read
+    through ``chat.chainlit_door`` only."""
+    door = ROOT / "chat" / "chainlit_door"
+    for path in [*modules("chat", "serve"), ROOT / "app.py"]:
+        if door in path.parents:
+            continue
+        chainlit = {m for m in absolute_imports(path) if m.split(".")[0] == "chainlit"}
+        wrong = sorted(chainlit - CHAINLIT_OUTSIDE)
+        source = path.read_text(encoding="utf-8")
+        wrong += ["cl.context.emitter"] if "context.emitter" in source else []
+        assert not wrong, f"{path.relative_to(ROOT)} imports {wrong}: go through the door"
+
+
 # Chainlit's, python-socketio's and python-engineio's internals the app touches, each only
 # in chat/chainlit_door/ (one place to read on upgrade, as engine/vllm_door/internals.py).
 CHAINLIT_INTERNALS = (

@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from chainlit.message import ErrorMessage
-from chainlit.session import WebsocketSession
 
 from engine import MessageRefusedError
 
 from .. import metrics
-from ..chainlit_door import Handler, chat_messages, enter, say, session_task
+from ..chainlit_door import Handler, WebsocketSession, chat_messages, enter, say, session_task
 from ..errors import LimitExceededError, MalformedMessageError
 from ..words import chat_strings, error_text
 from .peers import ProxyTrust

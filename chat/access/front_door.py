@@ -37,13 +37,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from chainlit.config import config
-from chainlit.session import WebsocketSession
-
 from settings.settings import Settings
 
 from .. import metrics
-from ..chainlit_door import Handler, app_handles, session_task
+from ..chainlit_door import Handler, WebsocketSession, app_handles, config, session_task
 from ..errors import PanelValueError
 from .admission import refuse, visitor
 from .peers import ProxyTrust

@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import logging
 
-from chainlit.server import SOCKET_IO_PATH
-from chainlit.server import app as server
-
 from settings.settings import Settings
 
-from ..chainlit_door import size_frames
+from ..chainlit_door import SOCKET_IO_PATH, server_app, size_frames
 from .headers import Policy, SecurityHeaders
 from .hosts import AllowedHosts, HostGuard
 from .peers import AddressMiddleware, ProxyTrust
@@ -46,14 +43,14 @@ def register(trust: ProxyTrust, hosts: AllowedHosts, settings: Settings) -> None
     set), size the frames, and end a socket that answers no ping for
     ``ERNIE_SOCKET_TIMEOUT_S`` (Engine.IO pings every half of it and waits the other half)."""
     size_frames(frame_bytes(settings.max_message_chars), ping_s=settings.socket_timeout_s / 2)
-    factories: list[object] = [middleware.cls for middleware in server.user_middleware]
+    factories: list[object] = [middleware.cls for middleware in server_app.user_middleware]
     if RouteDoor in factories:
         return
     origins = settings.origin_list
     rate = Rate(per_minute=settings.requests_per_minute)
     rules = RouteRules(trust, origins, rate, body_timeout_s=settings.request_timeout_s)
-    server.add_middleware(RouteDoor, rules=rules, socket_path=SOCKET_IO_PATH)
+    server_app.add_middleware(RouteDoor, rules=rules, socket_path=SOCKET_IO_PATH)
     policy = Policy(trust, settings.image_sources, origins)
-    server.add_middleware(SecurityHeaders, policy=policy)
-    server.add_middleware(AddressMiddleware, trust=trust)
-    server.add_middleware(HostGuard, hosts=hosts)  # outermost: checked first
+    server_app.add_middleware(SecurityHeaders, policy=policy)
+    server_app.add_middleware(AddressMiddleware, trust=trust)
+    server_app.add_middleware(HostGuard, hosts=hosts)  # outermost: checked first

@@ -46,11 +46,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from chainlit.config import config
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import metrics
-from ..chainlit_door import app_handles
+from ..chainlit_door import app_handles, config
 from .actions import action_refusal
 from .bodies import (
     MAX_BODY_BYTES,

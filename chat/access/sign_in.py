@@ -32,16 +32,13 @@ from typing import Any, Protocol
 
 import chainlit as cl
 import jwt
-from chainlit.auth import get_token_from_cookies
-from chainlit.auth.jwt import get_jwt_secret
-from chainlit.config import config
 from fastapi import HTTPException, Request, Response
 from starlette.datastructures import Headers
 
 from chat.access.users import is_user, verify_password
 from settings.settings import Settings
 
-from ..chainlit_door import check_sign_ins
+from ..chainlit_door import check_sign_ins, config, get_jwt_secret, get_token_from_cookies
 from .limits import SignInAttempts, SignOuts
 from .peers import CLIENT_ADDRESS, REQUEST_USER
 from .shared_limits import SharedSignInAttempts, SharedSignOuts

@@ -12,6 +12,8 @@ internal touched here against the installed versions and names the one that move
 * ``server``: Chainlit's web app (routes put first, the sign-in's two functions wrapped,
   CORS origins, the files folder), the callbacks the app registered, the message
   handler without its step, the data layer's SQL session;
+* ``parts``: Chainlit's parts the app reads beyond ``cl`` (its config, the server's app, the
+  socket session's class, the current session and its emitter, the sign-in's tokens);
 * ``patches``: two defects of Chainlit that hurt an app with an engine in its process
   (the package's ``__getattr__``, a blocking sleep in every message and step).
 
@@ -21,6 +23,20 @@ this package (a reloaded app, ``chainlit run -w``, builds from the originals aga
 
 from __future__ import annotations
 
+from .parts import (
+    SOCKET_IO_PATH,
+    WebsocketSession,
+    config,
+    context_session,
+    delete_step,
+    ensure_jwt_secret,
+    get_current_user,
+    get_jwt_secret,
+    get_token_from_cookies,
+    send_step,
+    server_app,
+    update_step,
+)
 from .patches import drop_blocking_sleep, guard_module_getattr
 from .server import (
     action_names,
@@ -58,8 +74,10 @@ from .sockets import (
 )
 
 __all__ = [
+    "SOCKET_IO_PATH",
     "Handler",
     "Step",
+    "WebsocketSession",
     "action_names",
     "add_routes_first",
     "answer_messages",
@@ -69,9 +87,16 @@ __all__ = [
     "check_sign_ins",
     "check_socket_origins",
     "close_socket",
+    "config",
+    "context_session",
     "data_layer",
+    "delete_step",
     "drop_blocking_sleep",
+    "ensure_jwt_secret",
     "enter",
+    "get_current_user",
+    "get_jwt_secret",
+    "get_token_from_cookies",
     "guard_module_getattr",
     "leaving",
     "new_thread",
@@ -80,6 +105,8 @@ __all__ = [
     "run_action",
     "run_as_task",
     "say",
+    "send_step",
+    "server_app",
     "session_by_id",
     "session_of",
     "session_task",
@@ -88,6 +115,7 @@ __all__ = [
     "size_frames",
     "sql_rows",
     "trim_chat_messages",
+    "update_step",
     "using_data_layer",
     "wire",
 ]

@@ -33,12 +33,11 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn
 
-from chainlit.context import context_var
 from chainlit.data.sql_alchemy import SQLAlchemyDataLayer
 from chainlit.types import Feedback, ThreadDict
 
 from ..access.peers import REQUEST_USER
-from ..chainlit_door import close_socket
+from ..chainlit_door import close_socket, context_session
 from .thread_query import user_threads
 
 __all__ = [
@@ -232,7 +231,7 @@ def requester() -> str | None:
 
 def _context_session() -> Any:
     """The chat session this task serves (Chainlit's context), if any."""
-    return getattr(context_var.get(None), "session", None)
+    return context_session()
 
 
 async def _refuse(reason: str) -> NoReturn:

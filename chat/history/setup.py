@@ -6,13 +6,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import chainlit as cl
-from chainlit.server import app
 from chainlit.types import ThreadDict
 from fastapi import HTTPException, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse, Response
 
-from ..chainlit_door import data_layer
+from ..chainlit_door import data_layer, server_app
 from .data_layer import HistoryAccessError, HistoryIdError, SafeDataLayer
 
 __all__ = ["register", "step_stored"]
@@ -49,7 +48,7 @@ def register(url: str, resume: Callable[[ThreadDict], Awaitable[None]]) -> str:
         return SafeDataLayer(conninfo=url)
 
     cl.on_chat_resume(resume)
-    app.add_exception_handler(HistoryIdError, _refused)
-    app.add_exception_handler(HistoryAccessError, _refused)
-    app.add_exception_handler(HTTPException, _wrapped)
+    server_app.add_exception_handler(HistoryIdError, _refused)
+    server_app.add_exception_handler(HistoryAccessError, _refused)
+    server_app.add_exception_handler(HTTPException, _wrapped)
     return url

@@ -24,6 +24,7 @@ from settings.settings import Settings
 
 from .. import metrics
 from ..access.turns import Place, Ticket, Turns
+from ..chainlit_door import delete_step, send_step, update_step
 from ..conversation import NOTES_KEY, Conversation
 from ..words import chat_strings, t
 from .failures import send_error
@@ -83,7 +84,7 @@ async def wait_in_line(turns: Turns, ticket: Ticket) -> None:
         shown = bool(notice.content)
         notice.content = line_text(place, chat_strings())
         step = notice.to_dict()
-        await (cl.context.emitter.update_step(step) if shown else _show(notice))
+        await (update_step(step) if shown else _show(notice))
 
     try:
         await turns.wait_turn(ticket, show, chat=cl.context.session.id)
@@ -121,11 +122,11 @@ async def follow_reply(state: ChatState, live: LiveReply) -> dict[str, Any] | No
         await asyncio.sleep(FOLLOW_S)
         if message.content != shown:
             shown = message.content
-            await cl.context.emitter.update_step(message.to_dict())
+            await update_step(message.to_dict())
     if not message.content:  # it failed before any text (the error was said there)
         await _hide(message)
         return None
-    await cl.context.emitter.update_step(message.to_dict())
+    await update_step(message.to_dict())
     await offer_buttons(state, message.to_dict())
     return dict(message.metadata or {})
 
@@ -235,7 +236,7 @@ async def _last_reply_is(state: ChatState, reply: cl.Message | None, *, sent: bo
 
 async def _show(notice: cl.Message) -> None:
     """A passing notice on screen only: not stored, not in the chat's context."""
-    await cl.context.emitter.send_step(notice.to_dict())
+    await send_step(notice.to_dict())
 
 
 async def show_notice(text: str) -> None:
@@ -244,4 +245,4 @@ async def show_notice(text: str) -> None:
 
 
 async def _hide(notice: cl.Message) -> None:
-    await cl.context.emitter.delete_step(notice.to_dict())
+    await delete_step(notice.to_dict())

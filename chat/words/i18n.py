@@ -18,7 +18,8 @@ import functools
 from typing import Any
 
 import chainlit as cl
-from chainlit.config import config
+
+from ..chainlit_door import config
 
 __all__ = ["DEFAULT_LANGUAGE", "Strings", "chat_strings", "strings_for", "t"]
 
