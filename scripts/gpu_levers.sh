@@ -9,7 +9,9 @@
 #                                   # servers), each path's capacity at the SLO by the sweep
 #   bash scripts/gpu_levers.sh B    # the default start beside the version #52 was filed on
 #                                   # (git archive 6d7ee8b | tar -x -C .base; ignored, carried)
-#   bash scripts/gpu_levers.sh E    # the default start (2 engine cores) beside 4 cores
+#   bash scripts/gpu_levers.sh E    # the default start (4 engine cores on 16 CPUs) beside 2
+#                                   # (results/2026-12-06-h100-levers/E ran before the default
+#                                   # moved: its engines path was 2 cores, beside e4=4)
 #   bash scripts/gpu_levers.sh S    # the default start at one rate under py-spy
 # Each writes NAME.json, NAME.png, NAME-console.txt (as it runs) and NAME-logs.tgz into $OUT.
 set -uo pipefail
@@ -37,7 +39,7 @@ case "${1:-}" in
   L) run L 570 --paths engines --lever "${levers[@]}" --rate 150 300 "${loop[@]}" ;;
   P) run P 570 --paths engines vllm --peer-api-servers 4 --rate --first-rate 75 "${loop[@]}" ;;
   B) run B 330 --paths engines --baseline .base --rate 150 300 "${loop[@]}" ;;
-  E) run E 330 --paths engines --lever e4:ERNIE_ENGINES=4 --rate 300 400 "${loop[@]}" ;;
+  E) run E 330 --paths engines --lever e2:ERNIE_ENGINES=2 --rate 300 400 "${loop[@]}" ;;
   S) run S 240 --paths engines --rate 300 --profile engines "${loop[@]}" ;;
   *) echo "usage: bash scripts/gpu_levers.sh L|P|B|E|S" >&2; exit 2 ;;
 esac
