@@ -4,7 +4,7 @@ after a change, in one invocation.
 A worker's waiting messages each look at the line (``chat.access.turns``) every
 ``LOOK_S`` on the worker's event loop, which also answers its HTTP requests. Here N
 messages from 256 visitors wait behind one running reply, on one event loop, for a few
-seconds, with ``Turns`` as it is now and as it was at ``--before`` (a git revision, read
+seconds, with ``ReplyLine`` as it is now and as it was at ``--before`` (a git revision, read
 with ``git show``); meanwhile another thread asks the loop's ``/healthz`` every 20 ms.
 Printed: the loop thread's CPU (cores) and ``/healthz``'s p50/p99, each N, both
 versions, and their ratios; written to ``--out/line.json``.
@@ -40,18 +40,35 @@ ASK_EVERY_S = 0.02
 HEALTHZ = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
 
 
-def turns_at(revision: str) -> types.ModuleType:
-    """``chat.access.turns`` as it was at ``revision`` (imported beside today's)."""
+BEFORE = "chat_before"  # the revision's chat.access, loaded beside today's
+
+
+def _load(revision: str, name: str) -> types.ModuleType:
+    """``chat/access/<name>.py`` as it was at ``revision``, as ``chat_before.access.<name>``."""
     source = subprocess.check_output(
-        ["git", "show", f"{revision}:chat/access/turns.py"], cwd=ROOT, text=True
+        ["git", "show", f"{revision}:chat/access/{name}.py"], cwd=ROOT, text=True
     )
-    spec = importlib.util.spec_from_loader("chat.access.turns_before", loader=None)
+    spec = importlib.util.spec_from_loader(f"{BEFORE}.access.{name}", loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    module.__package__ = "chat.access"
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    exec(compile(source, f"{revision}:chat/access/turns.py", "exec"), module.__dict__)
+    module.__package__ = f"{BEFORE}.access"
+    sys.modules[spec.name] = module  # its neighbours and dataclasses look it up
+    exec(compile(source, f"{revision}:chat/access/{name}.py", "exec"), module.__dict__)
     return module
+
+
+def turns_at(revision: str) -> types.ModuleType:
+    """``chat.access.turns`` as it was at ``revision``, with the modules of its room it
+    imported then (``limits``, ``shared_limits``) from the same revision, and today's
+    metrics."""
+    for package in (BEFORE, f"{BEFORE}.access"):
+        sys.modules[package] = types.ModuleType(package)
+        sys.modules[package].__path__ = []
+    sys.modules[f"{BEFORE}.metrics"] = importlib.import_module("chat.metrics")
+    sys.modules[BEFORE].metrics = sys.modules[f"{BEFORE}.metrics"]  # type: ignore[attr-defined]
+    for name in ("limits", "shared_limits"):
+        _load(revision, name)
+    return _load(revision, "turns")
 
 
 async def _serve_healthz(port: int) -> asyncio.Server:
@@ -81,7 +98,8 @@ def _thread_cpu_s() -> float:
 
 async def measure(module: types.ModuleType, waiting: int, seconds: float) -> dict[str, float]:
     """N waiting behind one running reply for ``seconds``: the loop's CPU and /healthz."""
-    line = module.Turns(
+    line_class = getattr(module, "ReplyLine", None) or module.Turns  # its name before 2026-12-06
+    line = line_class(
         ":memory:", worker=0, core=0, max_replies=10**6, per_minute=10**6, slots=1, line=10**6
     )
     now = time.monotonic()

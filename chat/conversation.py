@@ -34,7 +34,7 @@ __all__ = [
     "EXCHANGE_KEY",
     "NOTES_KEY",
     "Conversation",
-    "Seal",
+    "ExchangeSigner",
     "last_reply_step",
     "signed_exchange",
     "step_metadata",
@@ -49,7 +49,7 @@ SIGNATURE_KEY = "signature"  # and for the app's signature of it
 
 
 @dataclass(frozen=True)
-class Seal:
+class ExchangeSigner:
     """The app's signature on the exchanges it records.
 
     ``legacy_before``: exchanges stored before the app signed them (a history older than
@@ -82,13 +82,15 @@ def step_metadata(step: Mapping[str, Any]) -> Mapping[str, Any]:
     return item if isinstance(item, Mapping) else {}
 
 
-def last_reply_step(steps: Iterable[Mapping[str, Any]], seal: Seal) -> Mapping[str, Any] | None:
+def last_reply_step(
+    steps: Iterable[Mapping[str, Any]], seal: ExchangeSigner
+) -> Mapping[str, Any] | None:
     """The message of the chat's last exchange the app signed: its last reply."""
     signed = [s for s in steps if signed_exchange(s, seal) is not None]
     return signed[-1] if signed else None
 
 
-def signed_exchange(step: Mapping[str, Any], seal: Seal) -> Mapping[str, Any] | None:
+def signed_exchange(step: Mapping[str, Any], seal: ExchangeSigner) -> Mapping[str, Any] | None:
     """The exchange ``step`` records, if the app signed it (or stored it before it signed)."""
     item = step_metadata(step)
     exchange = item.get(EXCHANGE_KEY)
@@ -108,7 +110,7 @@ class _Exchange:
 class Conversation:
     """The user/assistant exchanges of one chat, oldest first."""
 
-    seal: Seal
+    seal: ExchangeSigner
     _exchanges: list[_Exchange] = field(default_factory=list)
 
     def turns(self) -> list[Turn]:
@@ -148,7 +150,7 @@ class Conversation:
             self._exchanges.append(exchange)
 
     @classmethod
-    def restore(cls, steps: Iterable[Mapping[str, Any]], seal: Seal) -> Conversation:
+    def restore(cls, steps: Iterable[Mapping[str, Any]], seal: ExchangeSigner) -> Conversation:
         """The conversation a chat's messages recorded, oldest first: only exchanges the
         app signed (or stored before it signed them); every other message is skipped.
 

@@ -40,7 +40,7 @@ from .chainlit_door import (
     session_by_id,
     session_of,
 )
-from .conversation import NOTES_KEY, Seal, signed_exchange, step_metadata
+from .conversation import NOTES_KEY, ExchangeSigner, signed_exchange, step_metadata
 from .words import DEFAULT_LANGUAGE, strings_for
 
 __all__ = ["FORMATS", "Entry", "Exports", "as_json", "chat_entries", "markdown", "register"]
@@ -62,7 +62,7 @@ class Entry:
     notes: list[str] = field(default_factory=list)
 
 
-def chat_entries(steps: Iterable[Mapping[str, Any]], seal: Seal) -> list[Entry]:
+def chat_entries(steps: Iterable[Mapping[str, Any]], seal: ExchangeSigner) -> list[Entry]:
     """The exchanges among ``steps`` (the history's or Chainlit's, oldest first) that the
     app signed: each user message that got a reply, and the reply as the model wrote it,
     with its notes. Passing notices (loading, refusals) are no exchange and are left out."""
@@ -150,7 +150,7 @@ def _steps_of(session: Any) -> Iterable[Mapping[str, Any]]:
     return [message.to_dict() for message in chat_messages(session.id)]
 
 
-async def _entries(session: Any, seal: Seal) -> list[Entry]:
+async def _entries(session: Any, seal: ExchangeSigner) -> list[Entry]:
     """The chat's exchanges: from the history when it is kept there (the user's own chat:
     the data layer reads no other), else the session's."""
     layer = data_layer()
@@ -171,7 +171,7 @@ def _refusal(session: Any, user: Any) -> JSONResponse | None:
     return None
 
 
-def register(exports: Callable[[], Exports], seal: Callable[[], Seal]) -> None:
+def register(exports: Callable[[], Exports], seal: Callable[[], ExchangeSigner]) -> None:
     """``GET /export/<token>/chat.md`` and ``chat.json``, ahead of Chainlit's page route;
     idempotent (``exports``: the app's tokens, and ``seal``: its signature on exchanges,
     asked at each request: the route outlives a reloaded app). With sign-in on,

@@ -10,7 +10,7 @@ import sys
 
 from settings.urls import redact
 
-from .conversation import Seal
+from .conversation import ExchangeSigner
 from .history.reach import history_problem
 from .history.schema import create_schema
 from .runtime import Runtime
@@ -30,7 +30,7 @@ async def start(rt: Runtime) -> None:
     unit restarts."""
     if rt.history_url is not None:
         since = await _open_history(rt.history_url)
-        rt.seal = Seal(rt.seal.key, legacy_before=since)
+        rt.seal = ExchangeSigner(rt.seal.key, legacy_before=since)
     rt.engine.start()
     asyncio.get_running_loop().create_task(_exit_when_the_engine_gives_up(rt))
     if rt.worker is not None:

@@ -7,7 +7,7 @@ Usage (``chat.open_app``, from the launcher: ``serve.web.open_web_app``)::
 
 The runtime lives on Chainlit's ASGI app (``app.state.runtime``, as vLLM's OpenAI server
 keeps its ``engine_client``): one per web app, found again when ``chainlit run -w``
-imports app.py anew. The launcher builds the engine (a group's worker on its seat on the
+imports app.py anew. The launcher builds the engine (a group's worker on its attachment on the
 engine core: ``serve.worker.run_worker`` -> ``serve.web.serve_app``) and sizes the cap and
 the line (``engine.Plan.replies``); the web app takes them as they are.
 Chainlit decides at import which sign-in and data layer an app has, so this runs when
@@ -37,7 +37,7 @@ from .access.hosts import AllowedHosts
 from .access.peers import ProxyTrust
 from .access.sessions import ChatCount, ChatsPerAddress, OpenChats
 from .access.shared_limits import LIMITS_FILE, SharedChatCount
-from .access.turns import Turns
+from .access.turns import ReplyLine
 from .arrival import Arrival
 from .chainlit_door import (
     Step,
@@ -47,7 +47,7 @@ from .chainlit_door import (
     private_files_folder,
     server_app,
 )
-from .conversation import Seal
+from .conversation import ExchangeSigner
 from .export import Exports
 from .history.claims import claim_thread
 from .history.setup import register as register_history
@@ -76,9 +76,9 @@ class Runtime:
     engine: ChatClient
     settings: Settings  # the web app's (sign-in, limits, history, the reply's budget)
     worker: GroupWorker | None  # a group's worker; None: the app alone in its process
-    limits: Turns  # the visitors' limits, the replies at once and their line
+    limits: ReplyLine  # the visitors' limits, the replies at once and their line
     history_url: str | None  # where signed-in users' chats are kept; None: nowhere
-    seal: Seal
+    seal: ExchangeSigner
     trust: ProxyTrust  # the proxy whose forwarded addresses count
     door: FrontDoor  # every socket event's first step (chat.access.front_door)
     steps: dict[str, list[Step]]  # the app's steps of each event, outermost first
@@ -94,16 +94,16 @@ def proxy_trust(settings: Settings) -> ProxyTrust:
     return ProxyTrust(header, settings.auth_proxy_secret.get_secret_value().encode())
 
 
-def _seal() -> Seal:
+def _seal() -> ExchangeSigner:
     """Exchanges are signed with a key from Chainlit's session secret (the history needs
     sign-in, which needs that secret); without one nothing is resumed, any key does."""
     secret = os.environ.get(AUTH_SECRET, "").encode() or os.urandom(32)
-    return Seal(hmac.new(secret, b"ernie-chat exchange", hashlib.sha256).digest())
+    return ExchangeSigner(hmac.new(secret, b"ernie-chat exchange", hashlib.sha256).digest())
 
 
 def _limits(
     settings: Settings, replies: ReplySlots, worker: GroupWorker | None
-) -> tuple[Turns, OpenChats]:
+) -> tuple[ReplyLine, OpenChats]:
     """This process's limits and line, or, in a group of workers, the group's (one file
     they share); ``replies``: the engine core's cap and line, as the launcher sized them."""
     values = {
@@ -113,9 +113,9 @@ def _limits(
         "line": replies.line,
     }
     if worker is None:
-        return Turns(":memory:", worker=0, core=0, **values), ChatCount()
+        return ReplyLine(":memory:", worker=0, core=0, **values), ChatCount()
     shared = worker.folder / LIMITS_FILE
-    turns = Turns(shared, worker=worker.worker, core=worker.core, **values)
+    turns = ReplyLine(shared, worker=worker.worker, core=worker.core, **values)
     return turns, SharedChatCount(shared, worker=worker.worker)
 
 

@@ -101,9 +101,9 @@ class Backend(Protocol):
         """Stop the engine (or the connections) and free what it holds; idempotent."""
 
 
-async def open_backend(plan: Plan, seat: Attachment | None = None) -> Backend:
+async def open_backend(plan: Plan, attachment: Attachment | None = None) -> Backend:
     """The backend the settings name (``ERNIE_ENGINE``), started and ready to generate;
-    with ``seat``, a client of the group's shared engine core (``ERNIE_WORKERS``)."""
+    with ``attachment``, a client of the group's shared engine core (``ERNIE_WORKERS``)."""
     if plan.settings.engine == "remote":
         from .remote import RemoteBackend
 
@@ -111,7 +111,7 @@ async def open_backend(plan: Plan, seat: Attachment | None = None) -> Backend:
     from .local import LocalBackend
     from .shared_core import attach
 
-    if seat is not None and seat.core is not None:
-        core, index = seat.core, seat.index
+    if attachment is not None and attachment.core is not None:
+        core, index = attachment.core, attachment.index
         return await LocalBackend.start(plan, build=lambda: attach(core, index))
     return await LocalBackend.start(plan)

@@ -58,8 +58,8 @@ def new_request_id() -> str:
 class ChatEngine:
     """The engine a chat talks to: its life cycle (the supervisor's), and replies."""
 
-    def __init__(self, plan: Plan, seat: Attachment | None = None) -> None:
-        self.supervisor = Supervisor(plan, seat)
+    def __init__(self, plan: Plan, attachment: Attachment | None = None) -> None:
+        self.supervisor = Supervisor(plan, attachment)
         self._prompts: PromptBuilder | None = None
 
     @classmethod

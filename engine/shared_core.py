@@ -13,7 +13,7 @@ Usage::
     core.dead()  -> "engine core (pid 12) killed by SIGKILL" or None
     core.shutdown()
 
-    seat = Attachment(plan, core, index, folder, worker=3)   # handed to worker 3's process
+    attachment = Attachment(plan, core, index, folder, worker=3)   # handed to worker 3's process
     llm = attach(core, index) # its AsyncLLM (``open_backend``); blocks until the core is ready
 
 Facts this relies on (tried on both versions): the engine core sends READY once per

@@ -2,7 +2,7 @@
 
 Usage::
 
-    supervisor = Supervisor(plan, seat)  # nothing loads yet (seat: a group's worker's core)
+    supervisor = Supervisor(plan, attachment)  # nothing loads yet (a group worker: its core)
     supervisor.start()                   # tokenizer, backend, warm-up, in the background
     supervisor.status()                  # loading (with seconds) / ready / restarting / failed
     await supervisor.wait_ready()        # then .backend, .model, .capacity
@@ -75,9 +75,9 @@ class EngineStatus:
 class Supervisor:
     """One backend at a time, kept alive; what a chat needs to know about its state."""
 
-    def __init__(self, plan: Plan, seat: Attachment | None = None) -> None:
+    def __init__(self, plan: Plan, attachment: Attachment | None = None) -> None:
         self.plan = plan
-        self.seat = seat  # a group's front end: its place on a shared engine core
+        self.attachment = attachment  # a group's front end: its place on a shared engine core
         self.settings = plan.settings  # with profile values fitted to the model
         self._state = EngineState.NEW
         self._reason: str | None = None
@@ -200,7 +200,7 @@ class Supervisor:
 
     async def _open(self) -> None:
         """A new backend, its capacity in the log, and its warm-up."""
-        self._backend = await open_backend(self.plan, self.seat)
+        self._backend = await open_backend(self.plan, self.attachment)
         for line in self._backend.capacity.lines():
             logger.info("capacity: %s", line)
         if self.settings.warmup:

@@ -4,7 +4,7 @@ swaps asyncio's C tasks and futures for pure-Python ones) and keeps asyncio's ow
 this module does neither. The app is opened the way ``app.py`` opens it
 (``open_web_app``: the launcher builds the engine and hands it to ``chat.open_app``, as
 vLLM's server builds its engine client), so the handlers, the routes and the settings are
-the ones ``chainlit run`` gets; a group's worker builds its engine on its seat on the
+the ones ``chainlit run`` gets; a group's worker builds its engine on its attachment on the
 engine core.
 
 uvicorn's proxy-headers rewrite is off: it would take ``X-Forwarded-For`` from any local
@@ -15,7 +15,7 @@ and its connections pass ``serve.connections`` (idle ones closed, one address ca
 Usage::
 
     serve_app(plan, ("127.0.0.1", 8000))    # blocks until SIGINT or SIGTERM
-    serve_app(plan, ("127.0.0.1", 8101), public_host="0.0.0.0", seat=seat)  # a worker
+    serve_app(plan, ("127.0.0.1", 8101), public_host="0.0.0.0", attachment=attachment)  # a worker
     open_web_app(checked_plan())            # app.py (chainlit run)
 """
 
@@ -44,7 +44,7 @@ APP = Path(__file__).resolve().parent.parent / "app.py"
 DEFLATE = "UVICORN_WS_PER_MESSAGE_DEFLATE"
 
 
-def _load_chainlit_app(public_host: str, plan: Plan, seat: Attachment | None) -> object:
+def _load_chainlit_app(public_host: str, plan: Plan, attachment: Attachment | None) -> object:
     """Chainlit's ASGI app with the chat app opened in it (as ``app.py`` does) on the
     launcher's plan (made once: not checked again here); ``public_host``: the address
     browsers reach it by (the allowed hosts follow it)."""
@@ -53,7 +53,7 @@ def _load_chainlit_app(public_host: str, plan: Plan, seat: Attachment | None) ->
     config.run.headless = True  # no browser opened on the server
     config.run.host = public_host
     config.run.module_name = str(APP)
-    open_web_app(plan, seat)
+    open_web_app(plan, attachment)
     ensure_jwt_secret()  # type: ignore[no-untyped-call]
     return server_app
 
@@ -72,19 +72,24 @@ def checked_plan() -> Plan:
         raise SystemExit(2) from None
 
 
-def open_web_app(plan: Plan, seat: Attachment | None = None) -> Runtime:
+def open_web_app(plan: Plan, attachment: Attachment | None = None) -> Runtime:
     """The chat app opened on an engine built here from the launcher's ``plan``: in this
-    process (one core), or a group's worker's on its ``seat`` on the group's core."""
+    process (one core), or a group's worker's on its ``attachment`` on the group's core."""
     from chat import open_app
     from chat.runtime import GroupWorker
     from engine import ChatEngine
 
-    if seat is None:
+    if attachment is None:
         alone = plan.alone()
         return open_app(ChatEngine(alone), alone.settings, alone.replies)
-    core = seat.worker // seat.plan.workers
-    worker = GroupWorker(seat.folder, seat.worker, core)
-    return open_app(ChatEngine(seat.plan, seat), seat.plan.settings, seat.plan.replies, worker)
+    core = attachment.worker // attachment.plan.workers
+    worker = GroupWorker(attachment.folder, attachment.worker, core)
+    return open_app(
+        ChatEngine(attachment.plan, attachment),
+        attachment.plan.settings,
+        attachment.plan.replies,
+        worker,
+    )
 
 
 def raise_open_files() -> int:
@@ -107,9 +112,9 @@ def serve_app(
     bind: tuple[str, int],
     *,
     public_host: str | None = None,
-    seat: Attachment | None = None,
+    attachment: Attachment | None = None,
 ) -> None:
-    """Serve the chat app on ``bind`` until SIGINT or SIGTERM; ``seat``: a group's worker's
+    """Serve the chat app on ``bind`` until SIGINT or SIGTERM; ``attachment``: a group's worker's
     place on its engine core (None: the engine runs in this process)."""
     from chat.access.guards import frame_bytes
 
@@ -118,7 +123,7 @@ def serve_app(
     settings = plan.settings
     host, port = bind
     os.chdir(APP.parent)  # Chainlit reads .chainlit/ and chainlit.md from here
-    app = _load_chainlit_app(public_host or host, plan, seat)
+    app = _load_chainlit_app(public_host or host, plan, attachment)
     deflate = os.environ.get(DEFLATE, "false").lower() in {"1", "true", "yes"}
     uvicorn.run(
         app,  # type: ignore[arg-type]
@@ -126,7 +131,7 @@ def serve_app(
         port=port,
         loop="uvloop",
         # Idle and slow connections closed, one address capped (a group's: by HAProxy).
-        http=gated_protocol(gate_of(settings, counts_addresses=seat is None)),
+        http=gated_protocol(gate_of(settings, counts_addresses=attachment is None)),
         timeout_keep_alive=keep_alive_s(settings),
         proxy_headers=False,
         ws_max_size=frame_bytes(settings.max_message_chars),

@@ -1,4 +1,4 @@
-"""A group's worker: one Chainlit front end on its engine core's seat (``serve.group``).
+"""A group's worker: one Chainlit front end on its engine core's attachment (``serve.group``).
 
 Workers fork from one server process (``multiprocessing``'s forkserver) that imported
 what they run once: vLLM's client side, torch, transformers and Chainlit. A spawned
@@ -63,5 +63,5 @@ def run_worker(
     configure_logging(plan.settings)
     if slot.index > 0:  # its core's first worker reports the capacity, warm-up and ready
         logging.getLogger("engine.supervisor").setLevel(logging.WARNING)
-    seat = Attachment(plan, core, slot.index, folder, worker=slot.number)
-    serve_app(plan, ("127.0.0.1", slot.port), public_host=public_host, seat=seat)
+    attachment = Attachment(plan, core, slot.index, folder, worker=slot.number)
+    serve_app(plan, ("127.0.0.1", slot.port), public_host=public_host, attachment=attachment)

@@ -325,11 +325,11 @@ def test_no_module_imports_around_a_circle() -> None:
 
 def test_the_launcher_builds_the_engine_and_the_web_app_takes_it() -> None:
     """One way to open the web app, on an engine and settings it is handed; the engine's
-    protocol carries no settings and no seat (the launcher's, not the chat's)."""
+    protocol carries no settings and no attachment (the launcher's, not the chat's)."""
     assert list(inspect.signature(open_app).parameters) == [
         "engine",
         "settings",
         "replies",
         "worker",
     ]
-    assert not {"settings", "seat", "chats_at_once"} & set(dir(ChatClient))
+    assert not {"settings", "attachment", "chats_at_once"} & set(dir(ChatClient))

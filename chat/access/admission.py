@@ -35,7 +35,7 @@ from ..chainlit_door import Handler, WebsocketSession, chat_messages, enter, say
 from ..errors import LimitExceededError, MalformedMessageError
 from ..words import chat_strings, error_text
 from .peers import ProxyTrust
-from .turns import Ticket, Turns
+from .turns import ReplyLine, Ticket
 
 __all__ = ["Admission", "refuse", "visitor"]
 
@@ -82,7 +82,7 @@ def _text_of(payload: Any) -> str:
 @dataclass(frozen=True)
 class Admission:
     check: Callable[[str], str]  # the engine's message check: cleaned text, or refused
-    limits: Turns
+    limits: ReplyLine
     trust: ProxyTrust
     # Whether a step of this id is stored (the history's; None: no history): a new
     # message may not take a stored id (Chainlit's edit then deleted what it named).

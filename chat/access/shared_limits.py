@@ -10,7 +10,7 @@ IMMEDIATE`` transaction (a fraction of a millisecond on a local disk).
 
 Usage::
 
-    turns = Turns(path, worker=3, core=1, ...)  # replies and their line: chat.access.turns
+    turns = ReplyLine(path, worker=3, core=1, ...)  # replies and their line: chat.access.turns
     chats = SharedChatCount(path, worker=3)
     chats.open(address, most=50)  # False: the address holds ``most`` chats already
     chats.close(address)

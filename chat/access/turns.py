@@ -27,7 +27,7 @@ leave (``leave``): its wait ends with ``LeftLineError`` and its place is given b
 
 Usage::
 
-    turns = Turns(":memory:", worker=0, core=0, max_replies=2, per_minute=20, slots=8, line=8)
+    turns = ReplyLine(":memory:", worker=0, core=0, max_replies=2, per_minute=20, slots=8, line=8)
     ticket = turns.admit("address:10.0.0.7", now=time.monotonic())  # LimitExceededError
     await turns.wait_turn(ticket, show, chat=session_id)   # show(Place) while it waits
     turns.leave(session_id)               # its tab went away: LeftLineError in the wait
@@ -47,7 +47,7 @@ from ..errors import LimitExceededError
 from .limits import WINDOW_S
 from .shared_limits import Store
 
-__all__ = ["LOOK_S", "LeftLineError", "Place", "Ticket", "Turns"]
+__all__ = ["LOOK_S", "LeftLineError", "Place", "ReplyLine", "Ticket"]
 
 LOOK_S = 0.25  # how often a waiting ticket looks at the line (a local release wakes it)
 HELD_KEPT = 50  # recent replies per core the wait is estimated from
@@ -64,7 +64,7 @@ RANKING = (
 
 
 class LeftLineError(Exception):
-    """A waiting message left the line: its chat went away (``Turns.leave``)."""
+    """A waiting message left the line: its chat went away (``ReplyLine.leave``)."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class Place:
     wait_s: float | None  # None: no reply ended on this core yet to estimate from
 
 
-class Turns:
+class ReplyLine:
     """The visitors' limits and each core's slots and line (see the module's text)."""
 
     def __init__(

@@ -165,7 +165,7 @@ async def _prepare_sqlite(connection: AsyncConnection) -> None:
 
 
 async def _signed_since(connection: AsyncConnection) -> str:
-    """When this history began to hold signed exchanges (``chat.conversation.Seal``):
+    """When this history began to hold signed exchanges (``chat.conversation.ExchangeSigner``):
     the first start of a version that signs them."""
     await connection.execute(
         text('CREATE TABLE IF NOT EXISTS ernie_meta ("key" TEXT PRIMARY KEY, "value" TEXT)')

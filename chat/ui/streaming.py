@@ -23,7 +23,7 @@ from engine import (
 from settings.settings import Settings
 
 from .. import metrics
-from ..access.turns import Place, Ticket, Turns
+from ..access.turns import Place, ReplyLine, Ticket
 from ..chainlit_door import delete_step, send_step, update_step
 from ..conversation import NOTES_KEY, Conversation
 from ..words import chat_strings, t
@@ -74,10 +74,10 @@ async def announce_engine(engine: ChatClient, settings: Settings) -> None:
         await send_settings_panel(settings, engine.model)
 
 
-async def wait_in_line(turns: Turns, ticket: Ticket) -> None:
+async def wait_in_line(turns: ReplyLine, ticket: Ticket) -> None:
     """Until the message's turn: its place and wait shown, updated in place as the line
     moves (a passing notice, gone when the reply starts); ``LeftLineError`` if the chat
-    went away meanwhile (``Turns.leave``)."""
+    went away meanwhile (``ReplyLine.leave``)."""
     notice = cl.Message(content="")
 
     async def show(place: Place) -> None:

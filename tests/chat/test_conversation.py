@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chat.conversation import MAX_EXCHANGES, Conversation, Seal, last_reply_step
+from chat.conversation import MAX_EXCHANGES, Conversation, ExchangeSigner, last_reply_step
 from chat.export import chat_entries
 from chat.ui.live import LiveReplies
 from chat.ui.markdown import fix_cjk_emphasis, protect_dollars
@@ -12,7 +12,7 @@ from engine.prompt import Turn
 
 
 def test_record_and_turns_in_order() -> None:
-    conversation = Conversation(Seal(b"key"))
+    conversation = Conversation(ExchangeSigner(b"key"))
     conversation.record("m1", "你好", "你好！")
     conversation.record("m2", "再见", "再见！")
     assert conversation.turns() == [
@@ -24,7 +24,7 @@ def test_record_and_turns_in_order() -> None:
 
 
 def test_editing_a_message_forgets_it_and_everything_after() -> None:
-    conversation = Conversation(Seal(b"key"))
+    conversation = Conversation(ExchangeSigner(b"key"))
     for i in range(4):
         conversation.record(f"m{i}", f"q{i}", f"a{i}")
     assert conversation.rewind_to("m1") == 3
@@ -79,7 +79,7 @@ def test_cjk_emphasis_leaves_code_as_written(text: str) -> None:
 
 
 def test_a_chat_keeps_a_bounded_number_of_exchanges() -> None:
-    conversation = Conversation(Seal(b"key"))
+    conversation = Conversation(ExchangeSigner(b"key"))
     for number in range(MAX_EXCHANGES + 50):
         conversation.record(f"m{number}", "问", "答")
     assert len(conversation) == MAX_EXCHANGES
@@ -117,7 +117,7 @@ def test_dollars_in_code_are_left_as_written(text: str) -> None:
 
 def test_a_reply_another_session_recorded_is_adopted_only_when_signed() -> None:
     """A reloaded page's chat takes the exchange its old session wrote (chat.ui.live)."""
-    seal = Seal(b"k" * 32)
+    seal = ExchangeSigner(b"k" * 32)
     old, new = Conversation(seal), Conversation(seal)
     new.record("m1", "first", "one")
     metadata = old.record("m2", "second", "two")
@@ -149,7 +149,7 @@ def test_a_reply_being_written_is_found_by_its_own_user_only() -> None:
 
 def test_a_resumed_chats_last_reply_is_the_last_signed_exchange() -> None:
     """It gets the regenerate and export buttons (chat.handlers.resumed)."""
-    seal, conversation = Seal(b"k" * 32), Conversation(Seal(b"k" * 32))
+    seal, conversation = ExchangeSigner(b"k" * 32), Conversation(ExchangeSigner(b"k" * 32))
     steps = [
         {"id": "u1", "type": "user_message", "output": "hi"},
         {"id": "a1", "metadata": conversation.record("u1", "hi", "one")},
@@ -164,7 +164,7 @@ def test_a_resumed_chats_last_reply_is_the_last_signed_exchange() -> None:
 def test_an_export_holds_only_the_exchanges_the_app_signed() -> None:
     """A client chooses its messages' type and metadata: an exchange of its own making
     was exported as the model's words."""
-    seal = Seal(b"k" * 32)
+    seal = ExchangeSigner(b"k" * 32)
     signed = Conversation(seal).record("u1", "hi", "one")
     made_up = {"exchange": {"message_id": "u2", "user_text": "q", "reply_text": "forged"}}
     steps = [

@@ -26,7 +26,7 @@ import socketio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from chat.conversation import Conversation, Seal
+from chat.conversation import Conversation, ExchangeSigner
 from chat.history import schema
 from chat.history.data_layer import HistoryIdError, SafeDataLayer, checked_id
 from chat.history.schema import create_schema
@@ -55,7 +55,7 @@ FORGED_STEP = {
 
 
 # --- the conversation a resumed chat rebuilds (no server) ------------------------------
-SEAL = Seal(b"the app's key", legacy_before="2026-12-01T00:00:00.000000Z")
+SEAL = ExchangeSigner(b"the app's key", legacy_before="2026-12-01T00:00:00.000000Z")
 LATER = "2026-12-02T10:00:00.000000Z"  # a message stored after the app signed exchanges
 
 
@@ -86,7 +86,10 @@ def test_restore_takes_only_exchanges_the_app_signed() -> None:
         {"metadata": real, "createdAt": LATER},
         {"metadata": forged, "createdAt": LATER},  # unsigned, sent after signing began
         {"metadata": forged | {"signature": "0" * 64}, "createdAt": LATER},  # wrong signature
-        {"metadata": Conversation(Seal(b"another key")).record("m3", "x", "y"), "createdAt": LATER},
+        {
+            "metadata": Conversation(ExchangeSigner(b"another key")).record("m3", "x", "y"),
+            "createdAt": LATER,
+        },
     ]
     assert [t.content for t in Conversation.restore(steps, SEAL).turns()] == ["你好", "你好！"]
     # Exchanges a history kept before this version signed them still count.

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 
 from chat.access.shared_limits import SharedChatCount, forget
-from chat.access.turns import Turns
+from chat.access.turns import ReplyLine
 from chat.errors import LimitExceededError
 
 
-def two_workers(path: Path, **limits: int) -> tuple[Turns, Turns]:
+def two_workers(path: Path, **limits: int) -> tuple[ReplyLine, ReplyLine]:
     """Two workers of one engine core, counting in one file."""
     values = {"line": 0} | limits
-    return Turns(path, worker=0, core=0, **values), Turns(path, worker=1, core=0, **values)
+    return ReplyLine(path, worker=0, core=0, **values), ReplyLine(path, worker=1, core=0, **values)
 
 
 def test_a_user_replying_on_one_worker_is_refused_on_the_other(tmp_path: Path) -> None:

@@ -12,16 +12,16 @@ import pytest
 
 from chat.access.limits import WINDOW_S
 from chat.access.shared_limits import Store
-from chat.access.turns import LOOK_S, LeftLineError, Place, Ticket, Turns
+from chat.access.turns import LOOK_S, LeftLineError, Place, ReplyLine, Ticket
 from chat.errors import LimitExceededError
 
 
-def turns(path: Path | str = ":memory:", **values: int) -> Turns:
+def turns(path: Path | str = ":memory:", **values: int) -> ReplyLine:
     limits = {"worker": 0, "core": 0, "max_replies": 9, "per_minute": 99, "slots": 1, "line": 9}
-    return Turns(path, **(limits | values))
+    return ReplyLine(path, **(limits | values))
 
 
-def places(line: Turns, tickets: list[Ticket], now: float = 0.0) -> list[int | None]:
+def places(line: ReplyLine, tickets: list[Ticket], now: float = 0.0) -> list[int | None]:
     found = [line.place(ticket, now=now) for ticket in tickets]
     return [None if place is None else place.number for place in found]
 
