@@ -7,8 +7,8 @@ setting stops here, in one line) with sign-in, history and the routes turned on.
 """
 
 from serve.connections import limit_connections
-from serve.web import checked_plan, open_web_app
+from serve.web import open_web_app
 
 # The engine built from the checked settings, the web app opened on it; Chainlit's own
 # server then closes idle connections and caps one address's, as ``python -m serve`` does.
-limit_connections(open_web_app(checked_plan()).settings)
+limit_connections(open_web_app().settings)

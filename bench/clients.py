@@ -21,7 +21,7 @@ import contextlib
 import multiprocessing
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Literal
@@ -33,7 +33,7 @@ from .measure import ProcessWatch
 from .openloop import Turn, run_rate
 from .traffic import Conversation
 
-__all__ = ["ClientPool", "Talker", "cpu_list"]
+__all__ = ["ClientPool", "Talker", "cpu_list", "deal"]
 
 FIRST_BLOCK = 16  # process i's visitors from 127.(16 + i).0.1
 
@@ -45,6 +45,19 @@ def cpu_list(text: str) -> set[int]:
         first, _, last = part.partition("-")
         cpus.update(range(int(first), int(last or first) + 1))
     return cpus
+
+
+async def deal(
+    pipes: Sequence[Connection], visitors: list[Conversation], *before: object
+) -> list[list[Turn]]:
+    """The visitors over the processes at the other end of ``pipes`` in turn (visitor ``i``
+    to process ``i % N``), each sent ``(*before, its visitors, start)`` to start them at
+    their moments from one start; every conversation as they answer it."""
+    start, count = time.monotonic() + 1.0, len(pipes)
+    for index, conn in enumerate(pipes):
+        conn.send((*before, [v for v in visitors if v.index % count == index], start))
+    parts = await asyncio.gather(*(asyncio.to_thread(conn.recv) for conn in pipes))
+    return [talk for part in parts for talk in part]
 
 
 @dataclass(frozen=True)
@@ -107,11 +120,7 @@ class ClientPool:
 
     async def run(self, talker: Talker, visitors: list[Conversation]) -> list[list[Turn]]:
         """Every visitor, dealt over the processes, each at its moment from one start."""
-        start, count = time.monotonic() + 1.0, len(self._pipes)
-        for index, conn in enumerate(self._pipes):
-            conn.send((talker, [v for v in visitors if v.index % count == index], start))
-        parts = await asyncio.gather(*(asyncio.to_thread(conn.recv) for conn in self._pipes))
-        return [talk for part in parts for talk in part]
+        return await deal(self._pipes, visitors, talker)
 
     def cpu_s(self) -> float:
         """The CPU seconds the client processes have spent."""

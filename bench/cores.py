@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
-import time
 from collections.abc import Sequence
 from functools import partial
 from multiprocessing.connection import Connection
@@ -24,10 +23,10 @@ from engine.vllm_door.engine_args import build_engine_args
 from engine.vllm_door.internals import shut_down
 from engine.vllm_door.plan import Plan
 
+from .clients import deal
 from .measure import LoadResult, Loads, ProcessWatch, ReplyTiming, measure_loads, timed
-from .openloop import OpenLoop, RateResult, Turn, run_rate, sweep
+from .openloop import OpenLoop, RateResult, run_rate, sweep
 from .raw_engine import engine_load, engine_request, engine_talker
-from .traffic import Conversation
 
 __all__ = ["cores_path"]
 
@@ -58,15 +57,6 @@ async def _serve(plan: Plan, reply_tokens: int, conn: Connection) -> None:
 def _split(chats: int, count: int) -> list[int]:
     """``chats`` over ``count`` cores, as even as it goes."""
     return [chats // count + (i < chats % count) for i in range(count)]
-
-
-async def _open(pipes: Sequence[Connection], visitors: list[Conversation]) -> list[list[Turn]]:
-    """The visitors over the cores in turn, each at its moment from one start."""
-    start = time.monotonic() + 1.0
-    for index, conn in enumerate(pipes):
-        conn.send(([v for v in visitors if v.index % len(pipes) == index], start))
-    talks = await asyncio.gather(*(asyncio.to_thread(conn.recv) for conn in pipes))
-    return [talk for core in talks for talk in core]
 
 
 async def _load(pipes: Sequence[Connection], chats: int) -> list[ReplyTiming]:
@@ -101,7 +91,7 @@ async def cores_path(
             closed = await measure_loads("cores", loads, watch, one_round)
             if open_loop is None:
                 return closed, []
-            return closed, await sweep("cores", partial(_open, pipes), open_loop)
+            return closed, await sweep("cores", partial(deal, pipes), open_loop)
         finally:
             watch.close()
     finally:

@@ -25,33 +25,32 @@ class Servers:
     plan: Plan
     stack: contextlib.AsyncExitStack
     clients: Any = None  # bench.clients.ClientPool, or None
-    started: dict[str, VllmServer] = field(default_factory=dict)
+    app: VllmServer | None = None  # the remote path's
+    peer_of: tuple[int, VllmServer] | None = None  # vllm serve's now: its API servers, it
     peers: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     def __post_init__(self) -> None:
-        self.stack.push_async_callback(self._stop_peers)
+        self.stack.push_async_callback(self._stop_peer)
 
     async def app_args(self) -> VllmServer:
         if self.args.vllm_url:
             return VllmServer(str(self.args.vllm_url))
-        if "app" not in self.started:
+        if self.app is None:
             log = self.args.out / "vllm-server.log"
             starting = vllm_server(self.plan, log, self.args.api_servers)
-            self.started["app"] = await self.stack.enter_async_context(starting)
-        return self.started["app"]
+            self.app = await self.stack.enter_async_context(starting)
+        return self.app
 
     async def peer(self, api_servers: int = 1) -> VllmServer:
         """``vllm serve`` with its defaults and ``api_servers`` API processes (another
         count stops the one before)."""
-        name = f"peer-{api_servers}"
-        if name not in self.started:
-            await self._stop_peers()
+        if self.peer_of is None or self.peer_of[0] != api_servers:
+            await self._stop_peer()
             log = self.args.out / f"vllm-peer-{api_servers}.log"
             starting = peer_server(self.plan, log, api_servers)
-            self.started[name] = await self.peers.enter_async_context(starting)
-        return self.started[name]
+            self.peer_of = api_servers, await self.peers.enter_async_context(starting)
+        return self.peer_of[1]
 
-    async def _stop_peers(self) -> None:
+    async def _stop_peer(self) -> None:
         await self.peers.aclose()
-        self.peers = contextlib.AsyncExitStack()
-        self.started = {k: v for k, v in self.started.items() if not k.startswith("peer")}
+        self.peers, self.peer_of = contextlib.AsyncExitStack(), None

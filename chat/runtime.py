@@ -55,7 +55,7 @@ from .history.setup import step_stored
 from .ui.live import LiveReplies
 from .ui.panel import options_from
 
-__all__ = ["Comebacks", "GroupWorker", "Runtime", "configure", "runtime"]
+__all__ = ["Comebacks", "GroupWorker", "Runtime", "configure", "configured", "runtime"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,7 @@ class Runtime:
     engine: ChatClient
     settings: Settings  # the web app's (sign-in, limits, history, the reply's budget)
     worker: GroupWorker | None  # a group's worker; None: the app alone in its process
+    replies: ReplySlots  # its engine core's cap on replies and line, as the launcher sized them
     limits: ReplyLine  # the visitors' limits, the replies at once and their line
     history_url: str | None  # where signed-in users' chats are kept; None: nowhere
     seal: ExchangeSigner
@@ -115,18 +116,20 @@ def _limits(
     if worker is None:
         return ReplyLine(":memory:", worker=0, core=0, **values), ChatCount()
     shared = worker.folder / LIMITS_FILE
-    turns = ReplyLine(shared, worker=worker.worker, core=worker.core, **values)
-    return turns, SharedChatCount(shared, worker=worker.worker)
+    line = ReplyLine(shared, worker=worker.worker, core=worker.core, **values)
+    return line, SharedChatCount(shared, worker=worker.worker)
 
 
-def _configured() -> Runtime | None:
+def configured() -> Runtime | None:
+    """The runtime configured in this process, or None (``chainlit run -w`` imports app.py
+    again over the first one)."""
     runtime: Runtime | None = getattr(server_app.state, "runtime", None)
     return runtime
 
 
 def runtime() -> Runtime:
     """The configured runtime; ``RuntimeError`` before ``configure()``."""
-    current = _configured()
+    current = configured()
     if current is None:
         raise RuntimeError("the web app is not configured: import app.py (chainlit run app.py)")
     return current
@@ -163,7 +166,7 @@ def configure(
     # Chainlit sleeps 1 ms, blocking, in every Message and Step it builds (chainlit_door.patches).
     drop_blocking_sleep("chainlit.message", "chainlit.step")
     private_files_folder()  # not beside the code: the code's folder is read-only
-    current = _configured()
+    current = configured()
     if current is None:
         current = server_app.state.runtime = _build(engine, settings, (replies, worker), comebacks)
     engine, settings, trust = current.engine, current.settings, current.trust
@@ -214,4 +217,6 @@ def _build(
         counted = ChatsPerAddress(trust, settings.max_chats_per_address, chats)
         steps["connect"].insert(0, counted.connect)
         steps["disconnect"].append(counted.disconnect)
-    return Runtime(engine, settings, worker, limits, url, _seal(), trust, door, steps, exports)
+    return Runtime(
+        engine, settings, worker, replies, limits, url, _seal(), trust, door, steps, exports
+    )

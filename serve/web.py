@@ -16,7 +16,7 @@ Usage::
 
     serve_app(plan, ("127.0.0.1", 8000))    # blocks until SIGINT or SIGTERM
     serve_app(plan, ("127.0.0.1", 8101), public_host="0.0.0.0", attachment=attachment)  # a worker
-    open_web_app(checked_plan())            # app.py (chainlit run)
+    open_web_app()                          # app.py (chainlit run): the settings checked here
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from chat.runtime import Runtime
     from engine import Attachment, Plan
 
-__all__ = ["APP", "checked_plan", "open_web_app", "raise_open_files", "serve_app"]
+__all__ = ["APP", "open_web_app", "raise_open_files", "serve_app"]
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 # The websocket's per-message deflate costs CPU on every streamed frame; chat frames are
@@ -58,7 +58,7 @@ def _load_chainlit_app(public_host: str, plan: Plan, attachment: Attachment | No
     return server_app
 
 
-def checked_plan() -> Plan:
+def _checked_plan() -> Plan:
     """The settings checked against the model and the machine (``chainlit run app.py``: no
     launcher ran the checks); a bad setting: one line on stderr, exit 2."""
     from engine import preflight
@@ -72,13 +72,19 @@ def checked_plan() -> Plan:
         raise SystemExit(2) from None
 
 
-def open_web_app(plan: Plan, attachment: Attachment | None = None) -> Runtime:
-    """The chat app opened on an engine built here from the launcher's ``plan``: in this
-    process (one core), or a group's worker's on its ``attachment`` on the group's core."""
+def open_web_app(plan: Plan | None = None, attachment: Attachment | None = None) -> Runtime:
+    """The chat app opened on an engine built here from the launcher's ``plan`` (None:
+    ``chainlit run app.py``, the settings checked here): in this process (one core), or a
+    group's worker's on its ``attachment`` on the group's core. ``chainlit run -w`` imports
+    app.py again: the first runtime and its engine stay, nothing is checked or built anew."""
     from chat import open_app
-    from chat.runtime import GroupWorker
+    from chat.runtime import GroupWorker, configured
     from engine import ChatEngine
 
+    current = configured()
+    if current is not None:
+        return open_app(current.engine, current.settings, current.replies, current.worker)
+    plan = plan or _checked_plan()
     if attachment is None:
         alone = plan.alone()
         return open_app(ChatEngine(alone), alone.settings, alone.replies)

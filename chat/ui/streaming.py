@@ -110,7 +110,7 @@ async def stream_reply(
     user = getattr(session.user, "identifier", None)
     writing = None if live is None or user is None else live.writing(user, session.thread_id, reply)
     with writing or contextlib.nullcontext():
-        await _write((engine, settings), reply, turn, conversation, state)
+        await _write(engine, settings, reply, turn, conversation, state)
 
 
 async def follow_reply(state: ChatState, live: LiveReply) -> dict[str, Any] | None:
@@ -140,13 +140,14 @@ async def offer_buttons(state: ChatState, step: Mapping[str, Any]) -> None:
 
 
 async def _write(
-    serving: tuple[ChatClient, Settings],
+    engine: ChatClient,
+    settings: Settings,
     reply: cl.Message,
     turn: tuple[str, str],
     conversation: Conversation,
     state: ChatState,
 ) -> None:
-    (engine, settings), (message_id, text) = serving, turn
+    message_id, text = turn
     request_id, options = new_request_id(), state.options
     state.begin_reply(request_id)
     thinking = cl.Message(content=t("thinking"))

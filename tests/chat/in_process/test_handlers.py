@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from chat import handlers
 from engine import GenerationError, MockEngine, MockModel
+from serve import web
 from testing.in_process import app_on, message_payload, mock_engine
 from testing.polling import until
 
@@ -161,3 +164,23 @@ async def test_a_reply_keeps_its_math_and_its_money_is_not_math() -> None:
         assert shown.startswith("价格 \\$5 和 \\$10，公式 $x^2$ 与 `echo $PATH`"), shown
         await page.send("again")  # the model's own history holds its words as written
         assert engine.requests[1].history[1].content == "".join(reply)
+
+
+async def test_app_py_imported_again_keeps_the_first_runtime_and_its_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``chainlit run -w`` imports app.py again: the web app reopens on the engine it has,
+    with no settings checked (the running engine holds the GPU's memory the checks measure)
+    and no engine built anew."""
+    async with app_on(mock_engine()) as app:
+        page = app.open_page()
+        await page.connect()
+
+        def no_checks() -> None:
+            raise AssertionError("the settings were checked again")
+
+        monkeypatch.setattr(web, "_checked_plan", no_checks)
+        assert web.open_web_app() is app.runtime
+        await page.send("hi")  # the reopened app answers on the first engine
+        (reply,) = page.texts()
+        assert "tokens" in reply and len(app.engine.requests) == 1
