@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import inspect
 import json
 import resource
 import statistics
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from chat.access import turns as after
+from chat.counts import open_store
 from testing.servers import ROOT, free_port
 
 VISITORS = 256  # the live finding's addresses
@@ -43,32 +45,37 @@ HEALTHZ = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
 BEFORE = "chat_before"  # the revision's chat.access, loaded beside today's
 
 
-def _load(revision: str, name: str) -> types.ModuleType:
-    """``chat/access/<name>.py`` as it was at ``revision``, as ``chat_before.access.<name>``."""
-    source = subprocess.check_output(
-        ["git", "show", f"{revision}:chat/access/{name}.py"], cwd=ROOT, text=True
-    )
-    spec = importlib.util.spec_from_loader(f"{BEFORE}.access.{name}", loader=None)
+def _load(revision: str, name: str) -> types.ModuleType | None:
+    """``chat/<name>.py`` (``access/turns``) as it was at ``revision``, as
+    ``chat_before.<name>``; None where the revision has no such file."""
+    path = f"chat/{name}.py"
+    shown = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=ROOT, capture_output=True)
+    if shown.returncode != 0:
+        return None
+    dotted = f"{BEFORE}.{name.replace('/', '.')}"
+    spec = importlib.util.spec_from_loader(dotted, loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    module.__package__ = f"{BEFORE}.access"
+    module.__package__ = dotted.rsplit(".", 1)[0]
     sys.modules[spec.name] = module  # its neighbours and dataclasses look it up
-    exec(compile(source, f"{revision}:chat/access/{name}.py", "exec"), module.__dict__)
+    exec(compile(shown.stdout.decode(), f"{revision}:{path}", "exec"), module.__dict__)
     return module
 
 
 def turns_at(revision: str) -> types.ModuleType:
-    """``chat.access.turns`` as it was at ``revision``, with the modules of its room it
-    imported then (``limits``, ``shared_limits``) from the same revision, and today's
-    metrics."""
+    """``chat.access.turns`` as it was at ``revision``, with the modules it imported then
+    (``errors``, ``access/limits``, ``access/shared_limits``, whichever it had) from the same
+    revision, and today's metrics."""
     for package in (BEFORE, f"{BEFORE}.access"):
         sys.modules[package] = types.ModuleType(package)
         sys.modules[package].__path__ = []
     sys.modules[f"{BEFORE}.metrics"] = importlib.import_module("chat.metrics")
     sys.modules[BEFORE].metrics = sys.modules[f"{BEFORE}.metrics"]  # type: ignore[attr-defined]
-    for name in ("limits", "shared_limits"):
+    for name in ("errors", "access/limits", "access/shared_limits"):
         _load(revision, name)
-    return _load(revision, "turns")
+    turns = _load(revision, "access/turns")
+    assert turns is not None, f"{revision} has no chat/access/turns.py"
+    return turns
 
 
 async def _serve_healthz(port: int) -> asyncio.Server:
@@ -96,15 +103,30 @@ def _thread_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _line(module: types.ModuleType) -> Any:
+    """The module's line in memory, as its version builds one (a path and a worker before
+    the counts' store, 2026-12-06; named ``Turns`` before that day's renames)."""
+    line_class = getattr(module, "ReplyLine", None) or module.Turns
+    values = {"core": 0, "max_replies": 10**6, "per_minute": 10**6, "slots": 1, "line": 10**6}
+    if "worker" in inspect.signature(line_class).parameters:
+        return line_class(":memory:", worker=0, **values)
+    return line_class(open_store(":memory:", owner="bench"), **values)
+
+
+async def _settled(value: Any) -> Any:
+    """A call's result, awaited where its version is async (the store's, 2026-12-06)."""
+    return await value if inspect.isawaitable(value) else value
+
+
 async def measure(module: types.ModuleType, waiting: int, seconds: float) -> dict[str, float]:
     """N waiting behind one running reply for ``seconds``: the loop's CPU and /healthz."""
-    line_class = getattr(module, "ReplyLine", None) or module.Turns  # its name before 2026-12-06
-    line = line_class(
-        ":memory:", worker=0, core=0, max_replies=10**6, per_minute=10**6, slots=1, line=10**6
-    )
+    line = _line(module)
     now = time.monotonic()
-    line.admit("address:running", now=now)
-    tickets = [line.admit(f"address:10.0.0.{n % VISITORS}", now=now) for n in range(waiting)]
+    await _settled(line.admit("address:running", now=now))
+    tickets = [
+        await _settled(line.admit(f"address:10.0.0.{n % VISITORS}", now=now))
+        for n in range(waiting)
+    ]
 
     async def show(place: Any) -> None:
         return None

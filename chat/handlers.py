@@ -12,7 +12,6 @@ reports what it did not expect (``chat.ui.failures``).
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import chainlit as cl
@@ -167,10 +166,10 @@ async def regenerate(_: cl.Action) -> None:
     reply, last = state.last_reply, conversation.last()
     if reply is None or last is None or state.request_id:
         return  # nothing answered yet, or a reply is being written
-    session, now = cl.context.session, time.monotonic()
+    session = cl.context.session
     assert isinstance(session, WebsocketSession)  # a button of a chat's socket
     try:  # a reply as any other: the visitor's limits and the line hold
-        ticket = rt.limits.admit(visitor(session, rt.trust), now=now)
+        ticket = await rt.limits.admit(visitor(session, rt.trust))
     except LimitExceededError as exc:
         await send_error(exc)
         return
@@ -179,7 +178,7 @@ async def regenerate(_: cl.Action) -> None:
     message_id, text = last
     conversation.rewind_to(message_id)
     task = run_as_task(session, answer_when_ready(message_id, text, conversation, ticket))
-    task.add_done_callback(lambda _: rt.limits.done(ticket))
+    task.add_done_callback(lambda _: rt.limits.release(ticket))
 
 
 @cl.action_callback(EXPORT)

@@ -11,6 +11,7 @@ import sys
 from settings.urls import redact
 
 from .conversation import ExchangeSigner
+from .counts import forget, keep_alive
 from .history.reach import history_problem
 from .history.schema import create_schema
 from .runtime import Runtime
@@ -31,8 +32,11 @@ async def start(rt: Runtime) -> None:
     if rt.history_url is not None:
         since = await _open_history(rt.history_url)
         rt.seal = ExchangeSigner(rt.seal.key, legacy_before=since)
+    await _open_counts(rt)
+    loop = asyncio.get_running_loop()
+    rt.background = [loop.create_task(keep_alive(rt.store))]
     rt.engine.start()
-    asyncio.get_running_loop().create_task(_exit_when_the_engine_gives_up(rt))
+    rt.background.append(loop.create_task(_exit_when_the_engine_gives_up(rt)))
     if rt.worker is not None:
         await rt.engine.wait_ready()  # a failed load ends the worker: its unit restarts
 
@@ -54,6 +58,17 @@ async def _open_history(url: str) -> str:
         os._exit(2)  # Chainlit only logs a failed startup hook: stop the process here
     logger.info("chat history in %s", redact(url))
     return since
+
+
+async def _open_counts(rt: Runtime) -> None:
+    """Forget what this process held in the store before it started again; a store that
+    cannot be opened stops the app at start, in one line."""
+    try:
+        await forget(rt.store, [rt.store.owner])
+    except Exception as exc:
+        url = rt.settings.counts_url or ""
+        print(f"error: {history_problem(url, exc, 'counts_url')}", file=sys.stderr, flush=True)
+        os._exit(2)
 
 
 async def _exit_when_the_engine_gives_up(rt: Runtime) -> None:

@@ -16,6 +16,7 @@ the app loads; every module of this package can be imported (and tested) without
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import os
@@ -35,8 +36,7 @@ from .access.admission import Admission
 from .access.front_door import FrontDoor
 from .access.hosts import AllowedHosts
 from .access.peers import ProxyTrust
-from .access.sessions import ChatCount, ChatsPerAddress, OpenChats
-from .access.shared_limits import LIMITS_FILE, SharedChatCount
+from .access.sessions import ChatCount, ChatsPerAddress
 from .access.turns import ReplyLine
 from .arrival import Arrival
 from .chainlit_door import (
@@ -48,6 +48,7 @@ from .chainlit_door import (
     server_app,
 )
 from .conversation import ExchangeSigner
+from .counts import LIMITS_FILE, Store, open_store, owner_of
 from .export import Exports
 from .history.claims import claim_thread
 from .history.setup import register as register_history
@@ -77,6 +78,7 @@ class Runtime:
     settings: Settings  # the web app's (sign-in, limits, history, the reply's budget)
     worker: GroupWorker | None  # a group's worker; None: the app alone in its process
     replies: ReplySlots  # its engine core's cap on replies and line, as the launcher sized them
+    store: Store  # every count: this process's, its group's file, or the replicas' database
     limits: ReplyLine  # the visitors' limits, the replies at once and their line
     history_url: str | None  # where signed-in users' chats are kept; None: nowhere
     seal: ExchangeSigner
@@ -85,6 +87,7 @@ class Runtime:
     steps: dict[str, list[Step]]  # the app's steps of each event, outermost first
     exports: Exports  # the export links' tokens
     live: LiveReplies = field(default_factory=LiveReplies)  # replies a reload may follow
+    background: list[asyncio.Task[None]] = field(default_factory=list)  # the store's lease, ...
 
 
 def proxy_trust(settings: Settings) -> ProxyTrust:
@@ -102,22 +105,25 @@ def _seal() -> ExchangeSigner:
     return ExchangeSigner(hmac.new(secret, b"ernie-chat exchange", hashlib.sha256).digest())
 
 
-def _limits(
-    settings: Settings, replies: ReplySlots, worker: GroupWorker | None
-) -> tuple[ReplyLine, OpenChats]:
-    """This process's limits and line, or, in a group of workers, the group's (one file
-    they share); ``replies``: the engine core's cap and line, as the launcher sized them."""
-    values = {
-        "max_replies": settings.user_max_replies,
-        "per_minute": settings.user_messages_per_minute,
-        "slots": replies.slots,
-        "line": replies.line,
-    }
-    if worker is None:
-        return ReplyLine(":memory:", worker=0, core=0, **values), ChatCount()
-    shared = worker.folder / LIMITS_FILE
-    line = ReplyLine(shared, worker=worker.worker, core=worker.core, **values)
-    return line, SharedChatCount(shared, worker=worker.worker)
+def counts_store(settings: Settings, worker: GroupWorker | None) -> Store:
+    """Where every count lives: the replicas' database (``ERNIE_COUNTS_URL``), else the
+    group's file, else this process's memory."""
+    where = settings.counts_url or (":memory:" if worker is None else worker.folder / LIMITS_FILE)
+    folder, number = (None, None) if worker is None else (worker.folder, worker.worker)
+    return open_store(where, owner=owner_of(folder, number))
+
+
+def _limits(store: Store, settings: Settings, replies: ReplySlots, core: int) -> ReplyLine:
+    """The visitors' limits and the line of this process's engine core; ``replies``: its cap
+    and line, as the launcher sized them."""
+    return ReplyLine(
+        store,
+        core=core,
+        max_replies=settings.user_max_replies,
+        per_minute=settings.user_messages_per_minute,
+        slots=replies.slots,
+        line=replies.line,
+    )
 
 
 def configured() -> Runtime | None:
@@ -175,7 +181,7 @@ def configure(
     config.project.session_timeout = max(1, round(settings.session_keep_minutes * 60))
     origins.register(settings.origin_list)
     hosts = AllowedHosts.of(str(config.run.host), settings.allowed_host_list)
-    guards.register(trust, hosts, settings)
+    guards.register(trust, hosts, settings, current.store)
     token = settings.ops_token.get_secret_value().encode() if settings.ops_token else None
     routes.register(engine, token, trust)
     export.register(lambda: runtime().exports, lambda: runtime().seal)
@@ -191,8 +197,9 @@ def _build(
     """The runtime around a new engine: its limits, sign-in and history registered, and
     the steps of the socket events (wired by ``configure``)."""
     replies, worker = place
-    limits, chats = _limits(settings, replies, worker)
-    signed_in = sign_in.register(settings, None if worker is None else worker.folder / LIMITS_FILE)
+    store = counts_store(settings, worker)
+    limits = _limits(store, settings, replies, 0 if worker is None else worker.core)
+    signed_in = sign_in.register(settings, store)
     url = settings.kept_history_url
     if url is not None:
         register_history(url, comebacks.resume)
@@ -200,23 +207,27 @@ def _build(
     door = FrontDoor(
         trust,
         settings,
+        store,
         check_settings=lambda values: options_from(values, settings),
         close=chainlit_door.close_socket,
     )
     arrival, exports = Arrival(comebacks.reconnected, comebacks.resumed), Exports()
     stored = None if url is None else step_stored
     admission = Admission(engine.check_message, limits, trust, stored)
-    steps: dict[str, list[Step]] = {
+    rules = door.rules()  # every event's first rules are the door's (door.guard)
+    steps: dict[str, list[Step]] = {  # the one registry of per-event rules
         "connect": [claim_thread],  # the thread is the server's or the user's own chat
-        "connection_successful": [arrival.connected],
+        "connection_successful": [rules["connection_successful"], arrival.connected],
         "client_message": [admission.message, arrival.message],
         "edit_message": [admission.edit],
+        "stop": [rules["stop"]],  # only while a reply runs
+        "chat_settings_change": [rules["chat_settings_change"]],  # the panel's own values
         "disconnect": [arrival.disconnected, exports.forgetting],
     }
     if not signed_in:  # signed-in users are accountable; anonymous addresses capped
-        counted = ChatsPerAddress(trust, settings.max_chats_per_address, chats)
+        counted = ChatsPerAddress(trust, settings.max_chats_per_address, ChatCount(store))
         steps["connect"].insert(0, counted.connect)
         steps["disconnect"].append(counted.disconnect)
     return Runtime(
-        engine, settings, worker, replies, limits, url, _seal(), trust, door, steps, exports
+        engine, settings, worker, replies, store, limits, url, _seal(), trust, door, steps, exports
     )

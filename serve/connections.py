@@ -27,12 +27,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import time
 
 import uvicorn.config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from chat.access.rates import Rate
+from chat.access.rates import LogThrottle
 from settings.settings import Settings
 
 __all__ = ["ConnectionGate", "gated_protocol", "limit_connections"]
@@ -50,7 +49,7 @@ class ConnectionGate:
         self.header_timeout_s = header_timeout_s
         self._held: dict[str, set[asyncio.BaseTransport]] = {}
         self._seen = 0
-        self._warnings = Rate(per_minute=6, burst=1)  # a flood is said, not written 1,000 times
+        self._warnings = LogThrottle(per_minute=6)  # a flood is said, not written 1,000 times
 
     def admit(self, address: str, transport: asyncio.BaseTransport) -> bool:
         """Count ``transport`` for ``address``; False (not counted) past the cap."""
@@ -62,7 +61,7 @@ class ConnectionGate:
         held = self._held.setdefault(address, set())
         held -= {t for t in held if t.is_closing()}
         if len(held) >= self.most_per_address:
-            if self._warnings.allow(address, now=time.monotonic()):
+            if self._warnings.allow(address):
                 logger.warning("connection refused: %s holds %d", address, self.most_per_address)
             return False
         held.add(transport)

@@ -37,7 +37,6 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from chat.access.shared_limits import LIMITS_FILE, forget
 from engine import (
     Download,
     DownloadError,
@@ -207,7 +206,6 @@ class Group:
     def _starting(self, unit: Unit, failed: list[tuple[Unit, str]]) -> Iterator[None]:
         """``unit``'s core and workers started; leaving waits for its core (the model
         loads). A failure is added to ``failed``, not raised: the other units go on."""
-        forget(self.shared / LIMITS_FILE, [slot.number for slot in unit.slots])
         unit.started = time.monotonic()
         waited = False
         try:

@@ -71,6 +71,12 @@ class AccessSettings(RecordedSettings):
         description="Where signed-in users' chats are kept: sqlite:///FILE or "
         "postgresql://USER:PASSWORD@HOST:PORT/DB; off: nowhere.",
     )
+    counts_url: str | None = Field(
+        None,
+        description="Where the visitors' limits, the line and the sign-in tries are counted, "
+        "for app replicas on several machines: postgresql://USER:PASSWORD@HOST:PORT/DB (the "
+        "history's database will do); unset: on this box (a group's workers share a file).",
+    )
     session_hours: float = Field(
         12, gt=0, le=24 * 30, description="How long a sign-in lasts before signing in again."
     )
@@ -203,6 +209,22 @@ class AccessSettings(RecordedSettings):
                 f"{exc}; use sqlite:///path/history.db, "
                 f"postgresql://user:password@host:5432/db, or off"
             ) from None
+
+    @field_validator("counts_url")
+    @classmethod
+    def _counts_database(cls, url: str | None) -> str | None:
+        if url is None or not url.strip():
+            return None
+        try:
+            checked = database_url(url.strip())
+        except DatabaseUrlError as exc:
+            checked = f"not a database URL ({exc})"
+        if not checked.startswith("postgresql"):
+            raise ValueError(
+                "not a PostgreSQL URL; use postgresql://user:password@host:5432/db, or leave "
+                "it unset to count on this box"
+            )
+        return checked
 
     @model_validator(mode="after")
     def _sign_in_is_possible(self) -> Self:

@@ -12,6 +12,8 @@ from typing import Any
 
 import httpx
 
+from .visitors import async_http_client, visitor
+
 __all__ = [
     "AUTH_SECRET",
     "OPS_TOKEN",
@@ -27,6 +29,7 @@ __all__ = [
     "named",
     "session_cookie",
     "sign_in",
+    "try_password",
 ]
 
 PASSWORD = "correct horse battery"
@@ -77,6 +80,15 @@ def sign_in(url: str, name: str, password: str) -> dict[str, str]:
 def header_sign_in(url: str, name: str) -> dict[str, str]:
     """The session cookie of ``name``, signed in by the trusted proxy's header."""
     return session_cookie(httpx.post(f"{url}/auth/header", headers=named(name) | PROXY))
+
+
+async def try_password(url: str, name: str, password: str, address: str) -> int:
+    """One sign-in try of a visitor at ``address`` (as the trusted proxy names it), on a
+    connection of its own (HAProxy picks a worker for each); its status code."""
+    async with async_http_client(visitor()) as http:
+        form = {"username": name, "password": password}
+        answer = await http.post(f"{url}/login", data=form, headers=forwarded(address), timeout=60)
+        return answer.status_code
 
 
 def listed_threads(url: str, cookie: dict[str, str]) -> list[dict[str, Any]]:

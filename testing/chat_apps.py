@@ -10,6 +10,9 @@ its own (``testing.visitors``), so no test meets another's counts, whatever the 
 * ``history``: ``tests/chat/test_history.py``'s app on SQLite and on a real PostgreSQL.
 * ``signed_group``: ``signed_app``'s sign-in on two workers behind the group's HAProxy,
   with a history file they share.
+* ``replicas``: two of ``signed_app``'s kind, each alone in its process with a folder of
+  its own (as on two machines), counting in one PostgreSQL (``ERNIE_COUNTS_URL``): one
+  reply at once over both, eight may wait.
 
 Each ``*_loading`` fixture starts its app at the lowest priority, not waited for: it loads
 on the CPU the tests before its own leave idle.
@@ -28,7 +31,7 @@ import pytest
 from chat.access.users import add_user
 from testing import background
 from testing.accounts import PASSWORD, PROXY_SECRET, SIGNED_ENV
-from testing.history import HistoryApp, postgres_server
+from testing.history import HistoryApp, new_database, postgres_server
 from testing.servers import AppServer, Server
 
 OPEN_ENV = {
@@ -74,6 +77,7 @@ def users_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # The fixture a test needs -> the one that starts it (``background.start_early``).
 EARLY = {"open_app": "open_app_loading", "signed_app": "signed_app_loading"}
 EARLY |= {"history": "history_loading", "signed_group": "signed_group_loading"}
+EARLY |= {"replicas": "replicas_loading"}
 
 
 def _raised(loading: AppServer) -> AppServer:
@@ -187,3 +191,32 @@ def history(
     _raised(place.app)
     yield place
     place.stack.close()
+
+
+@pytest.fixture(scope="session")
+def replicas_loading(
+    scripted_model: Path,
+    vllm_loading: Server,
+    users_file: Path,
+    postgres_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[list[AppServer]]:
+    """Two app replicas on one ``vllm serve`` and one PostgreSQL for their counts."""
+    with ThreadPoolExecutor(1) as making:  # a test's event loop may be running here
+        counts = making.submit(asyncio.run, new_database(postgres_url, "replicas")).result()
+    env = _remote(scripted_model, vllm_loading, 64) | SIGNED_ENV | {"ERNIE_HISTORY_URL": "off"}
+    env |= {"ERNIE_USERS_FILE": str(users_file), "ERNIE_COUNTS_URL": counts}
+    env |= {"ERNIE_MAX_REPLIES": "1", "ERNIE_MAX_WAITING": "8"}
+    with contextlib.ExitStack() as stack:
+        apps = []
+        for name in ("replica-a", "replica-b"):
+            folder = tmp_path_factory.mktemp(name)
+            log = folder / "app.log"
+            started = AppServer.run(env, log, prefix=background.lowest_priority())
+            apps.append(stack.enter_context(started))
+        yield apps
+
+
+@pytest.fixture(scope="session")
+def replicas(replicas_loading: list[AppServer], vllm_server: Server) -> list[AppServer]:
+    return [_raised(app) for app in replicas_loading]

@@ -22,13 +22,22 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import asyncpg
+
 from chat.access.users import add_user
 
 from .accounts import PASSWORD
 from .polling import until_sync
 from .servers import AppServer, free_port
 
-__all__ = ["HISTORY_SECRET", "HISTORY_USERS", "HistoryApp", "history_app", "postgres_server"]
+__all__ = [
+    "HISTORY_SECRET",
+    "HISTORY_USERS",
+    "HistoryApp",
+    "history_app",
+    "new_database",
+    "postgres_server",
+]
 
 HISTORY_USERS = ("alice", "bob", "carol", "dave", "erin", "fred")  # password: PASSWORD
 HISTORY_SECRET = "history-secret-" + "x" * 40
@@ -73,6 +82,16 @@ def postgres_server() -> Iterator[str]:
         server.terminate()
         server.wait(timeout=30)
         shutil.rmtree(data, ignore_errors=True)
+
+
+async def new_database(server_url: str, name: str) -> str:
+    """A new, empty database on the server at ``server_url``; its URL."""
+    admin = await asyncpg.connect(server_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    return f"{server_url.rsplit('/', 1)[0]}/{name}"
 
 
 @contextlib.contextmanager

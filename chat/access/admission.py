@@ -20,7 +20,6 @@ Usage (``chat.chainlit_door.wire`` wires the steps)::
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -104,11 +103,11 @@ class Admission:
         else:
             await self._check_new(session, payload)
         who = visitor(session, self.trust)
-        ticket = self.limits.admit(who, now=time.monotonic())  # counted, refused below or not
+        ticket = await self.limits.admit(who)  # counted, refused below or not
         try:
             payload["message"]["output"] = self.check(text)
         except MessageRefusedError:
-            self.limits.done(ticket)  # no reply will run
+            await self.limits.done(ticket)  # no reply will run
             raise
         self.limits.hand_over(payload["message"]["id"], ticket)
         return ticket
@@ -149,17 +148,17 @@ def _admitting(admission: Admission, handler: Handler, *, edit: bool) -> Handler
             try:
                 return await handler(sid, payload)
             finally:
-                admission.limits.done(ticket)
+                await admission.limits.done(ticket)
         try:
             result = await handler(sid, payload)
         except BaseException:
-            admission.limits.done(ticket)
+            await admission.limits.done(ticket)
             raise
         task = session_task(session)
         if task is not None:
-            task.add_done_callback(lambda _: admission.limits.done(ticket))
+            task.add_done_callback(lambda _: admission.limits.release(ticket))
         else:
-            admission.limits.done(ticket)
+            await admission.limits.done(ticket)
         return result
 
     return admitted

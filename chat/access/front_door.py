@@ -23,7 +23,7 @@ The chains themselves are wired in ``chat.chainlit_door.wire``.
 
 Usage::
 
-    door = FrontDoor(trust, settings, check_settings=lambda values: ...)
+    door = FrontDoor(trust, settings, store, check_settings=lambda values: ...)
     chainlit_door.wire(door.guard, steps)
 """
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -40,11 +39,12 @@ from typing import Any
 from settings.settings import Settings
 
 from .. import metrics
-from ..chainlit_door import Handler, WebsocketSession, app_handles, config, session_task
+from ..chainlit_door import Handler, Step, WebsocketSession, app_handles, config, session_task
+from ..counts import Store
 from ..errors import PanelValueError
 from .admission import refuse, visitor
 from .peers import ProxyTrust
-from .rates import Rate
+from .rates import LogThrottle, Rate
 
 __all__ = ["EVENT_BYTES", "FrontDoor", "canonical_uuid"]
 
@@ -136,6 +136,7 @@ class FrontDoor:
         self,
         trust: ProxyTrust,
         settings: Settings,
+        store: Store,
         *,
         check_settings: Callable[[Any], object],
         close: Callable[[str], Awaitable[None]],
@@ -144,24 +145,43 @@ class FrontDoor:
         self.trust = trust
         self._check_settings = check_settings
         self._close = close
-        self._events = Rate(per_minute=settings.requests_per_minute)
-        self._chats = Rate(per_minute=settings.new_chats_per_minute)
-        self._warnings = Rate(per_minute=WARNINGS_PER_MINUTE, burst=1)
+        self._events = Rate(store, "events", per_minute=settings.requests_per_minute)
+        self._chats = Rate(store, "new_chats", per_minute=settings.new_chats_per_minute)
+        self._warnings = LogThrottle(per_minute=WARNINGS_PER_MINUTE)
         self._off = (features or Features.of_chainlit()).off()
         self._settled: set[str] = set()  # sockets whose connection_successful ran
-        self._checks = {
-            "connection_successful": self._first_success,
-            "stop": self._replying,
-            "chat_settings_change": self._panel_values,
+
+    def rules(self) -> dict[str, Step]:
+        """The door's rules of single events, as steps of the app's one registry of
+        per-event rules (``chat.runtime``)."""
+        return {
+            "connection_successful": self._checked("connection_successful", self._first_success),
+            "stop": self._checked("stop", self._replying),
+            "chat_settings_change": self._checked("chat_settings_change", self._panel_values),
         }
 
+    @staticmethod
+    def _checked(event: str, check: Callable[..., Awaitable[bool]]) -> Step:
+        """A step that drops the event where ``check`` says no."""
+
+        def step(handler: Handler) -> Handler:
+            async def checked(sid: str, *data: Any) -> Any:
+                session = WebsocketSession.get(sid)
+                if session is None or not await check(sid, session, *data):
+                    metrics.REFUSED.labels(door="socket", reason=event).inc()
+                    return None
+                return await handler(sid, *data)
+
+            return checked
+
+        return step
+
     def guard(self, event: str, handler: Handler) -> Handler:
-        """``handler`` behind the door's rules for ``event``."""
+        """``handler`` behind the door's rules for every event."""
         if event == "connect":
             return self._connecting(handler)
         if event == "disconnect":
             return self._disconnecting(handler)
-        check = self._checks.get(event)
 
         async def guarded(sid: str, *data: Any) -> Any:
             session = WebsocketSession.get(sid)
@@ -169,7 +189,7 @@ class FrontDoor:
                 metrics.REFUSED.labels(door="socket", reason="no_session").inc()
                 return None
             who = visitor(session, self.trust)
-            if not self._events.allow(who, now=time.monotonic()):
+            if not await self._events.allow(who):
                 limit = self._events.per_minute
                 self._refused("rate", who, "closed a socket of %s: over %d a minute", who, limit)
                 await self._close(sid)
@@ -180,9 +200,6 @@ class FrontDoor:
             if _size(event, data) > EVENT_BYTES:
                 self._refused("size", who, "dropped a %s larger than the page sends", event)
                 return None
-            if check is not None and not await check(sid, session, *data):
-                metrics.REFUSED.labels(door="socket", reason=event).inc()
-                return None
             return await handler(sid, *data)
 
         return guarded
@@ -191,7 +208,7 @@ class FrontDoor:
         """Counted (``/metrics``), and said in the log at most a few times a minute for
         one visitor and reason: a flood is said, not written a thousand times."""
         metrics.REFUSED.labels(door="socket", reason=reason).inc()
-        if self._warnings.allow(f"{reason}\0{who}", now=time.monotonic()):
+        if self._warnings.allow(f"{reason}\0{who}"):
             logger.warning(text, *args)
 
     def _connecting(self, connect: Handler) -> Handler:
@@ -201,7 +218,7 @@ class FrontDoor:
             if problem is not None:
                 self._refused("handshake", address, "chat refused from %s: %s", address, problem)
                 raise ConnectionRefusedError(problem)
-            if not self._chats.allow(f"address:{address}", now=time.monotonic()):
+            if not await self._chats.allow(f"address:{address}"):
                 self._refused(
                     "new_chats", address, "chat refused: %s opens chats too often", address
                 )

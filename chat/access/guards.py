@@ -20,6 +20,7 @@ import logging
 from settings.settings import Settings
 
 from ..chainlit_door import SOCKET_IO_PATH, server_app, size_frames
+from ..counts import Store
 from .headers import Policy, SecurityHeaders
 from .hosts import AllowedHosts, HostGuard
 from .peers import AddressMiddleware, ProxyTrust
@@ -38,7 +39,7 @@ def frame_bytes(max_message_chars: int) -> int:
     return 6 * 10 * max_message_chars + FRAME_ENVELOPE
 
 
-def register(trust: ProxyTrust, hosts: AllowedHosts, settings: Settings) -> None:
+def register(trust: ProxyTrust, hosts: AllowedHosts, settings: Settings, store: Store) -> None:
     """Put the HTTP doors before every route (idempotent: a reloaded app adds no second
     set), size the frames, and end a socket that answers no ping for
     ``ERNIE_SOCKET_TIMEOUT_S`` (Engine.IO pings every half of it and waits the other half)."""
@@ -47,7 +48,7 @@ def register(trust: ProxyTrust, hosts: AllowedHosts, settings: Settings) -> None
     if RouteDoor in factories:
         return
     origins = settings.origin_list
-    rate = Rate(per_minute=settings.requests_per_minute)
+    rate = Rate(store, "requests", per_minute=settings.requests_per_minute)
     rules = RouteRules(trust, origins, rate, body_timeout_s=settings.request_timeout_s)
     server_app.add_middleware(RouteDoor, rules=rules, socket_path=SOCKET_IO_PATH)
     policy = Policy(trust, settings.image_sources, origins)

@@ -30,7 +30,8 @@ under the same deadline.
 
 Usage::
 
-    rules = RouteRules(trust, allowed_origins, Rate(per_minute=600), body_timeout_s=10)
+    rate = Rate(store, "requests", per_minute=600)
+    rules = RouteRules(trust, allowed_origins, rate, body_timeout_s=10)
     app.add_middleware(RouteDoor, rules=rules, socket_path="/ws/socket.io")
 """
 
@@ -40,7 +41,6 @@ import contextlib
 import json
 import logging
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -177,7 +177,7 @@ class RouteDoor:
             return await self._socket(scope, receive, send)
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        refusal = self._refusal(scope, path)
+        refusal = await self._refusal(scope, path)
         if refusal is not None:
             return await self._refuse(scope, receive, send, refusal)
         try:
@@ -198,7 +198,7 @@ class RouteDoor:
     async def _socket(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Engine.IO's requests: each socket it opens counted in the address's rate."""
         opens = scope["type"] == "websocket" or b"sid=" not in bytes(scope.get("query_string", b""))
-        refusal = self._rated(scope) if opens else None
+        refusal = await self._rated(scope) if opens else None
         if refusal is None:
             timed = (
                 receive
@@ -225,19 +225,19 @@ class RouteDoor:
                 await whole_body(under_deadline(receive, self.rules.body_timeout_s))
         await answer(send, status, detail, headers)
 
-    def _rated(self, scope: Scope) -> tuple[str, int, str, list[Any]] | None:
+    async def _rated(self, scope: Scope) -> tuple[str, int, str, list[Any]] | None:
         """The rate's refusal, if the address is past it (this request counted)."""
         rules = self.rules
-        who, now = f"address:{rules.trust.address(scope)}", time.monotonic()
-        if rules.rate.allow(who, now=now):
+        who, now = f"address:{rules.trust.address(scope)}", rules.rate.clock()
+        if await rules.rate.allow(who, now=now):
             return None
-        wait = b"%d" % math.ceil(rules.rate.retry_after_s(who, now=now))
+        wait = b"%d" % math.ceil(await rules.rate.retry_after_s(who, now=now))
         return "rate", 429, "too many requests: try again shortly", [(b"retry-after", wait)]
 
-    def _refusal(self, scope: Scope, path: str) -> tuple[str, int, str, list[Any]] | None:
+    async def _refusal(self, scope: Scope, path: str) -> tuple[str, int, str, list[Any]] | None:
         """(reason, status, detail, headers) of the first rule the request breaks."""
         rules, method = self.rules, str(scope.get("method", "GET"))
-        if path not in UNCOUNTED and (rated := self._rated(scope)) is not None:
+        if path not in UNCOUNTED and (rated := await self._rated(scope)) is not None:
             return rated
         if rules.cross_site(scope):
             logger.warning("refused a %s %s sent from another site", method, path)

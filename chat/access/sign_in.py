@@ -11,8 +11,8 @@ by the proxy again) and did not sign out of that sign-in (``POST /logout`` ends 
 of its token stops working too).
 
 Guessing: a try counts as a failure from the moment it arrives (``SignInAttempts.begin``),
-so tries sent at once are all counted; in a group the count is the group's (one file:
-``chat.access.shared_limits``). Passwords are checked on a pool of their own, at most
+so tries sent at once are all counted, in the app's one store (``chat.counts``: a group's
+or the replicas' count is theirs together). Passwords are checked on a pool of their own, at most
 ``CHECKS_RUNNING`` at once and ``CHECKS_WAITING`` waiting (scrypt takes 128 MiB and a
 third of a second each): past that a sign-in is answered 429 at once, and no burst fills
 the loop's default executor, on which the app's other work waits.
@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import chainlit as cl
 import jwt
@@ -39,9 +39,9 @@ from chat.access.users import is_user, verify_password
 from settings.settings import Settings
 
 from ..chainlit_door import check_sign_ins, config, get_jwt_secret, get_token_from_cookies
+from ..counts import Store
 from .limits import SignInAttempts, SignOuts
 from .peers import CLIENT_ADDRESS, REQUEST_USER
-from .shared_limits import SharedSignInAttempts, SharedSignOuts
 
 __all__ = ["CHECKS_RUNNING", "CHECKS_WAITING", "SIGNED_IN", "register"]
 
@@ -54,21 +54,6 @@ CHECKS_RUNNING, CHECKS_WAITING = 2, 8  # password checks at once, and waiting fo
 # This request's sign-in was refused for want of a free check (Chainlit's callback wrapper
 # swallows exceptions: the route's answer reads this instead).
 CHECKS_FULL: ContextVar[bool] = ContextVar("sign_in_checks_full", default=False)
-
-
-class Attempts(Protocol):
-    """Sign-in tries: this process's (``SignInAttempts``) or a group's."""
-
-    def begin(self, name: str, address: str, *, now: float) -> bool: ...
-    def succeeded(self, name: str, address: str) -> None: ...
-    def delay_s(self, name: str, *, now: float) -> float: ...
-
-
-class SignedOut(Protocol):
-    """Sign-ins signed out of: this process's (``SignOuts``) or a group's."""
-
-    def sign_out(self, user: str, signed_in_at: float, *, until: float, now: float) -> None: ...
-    def signed_out(self, user: str, signed_in_at: float) -> bool: ...
 
 
 class PasswordChecks:
@@ -93,13 +78,12 @@ class PasswordChecks:
             self._in_flight -= 1
 
 
-def register(settings: Settings, shared: Path | None = None) -> bool:
+def register(settings: Settings, store: Store) -> bool:
     """Register the sign-in callbacks the settings ask for; whether sign-in is on.
-    ``shared``: a group's limits file, where its workers count tries and sign-outs."""
+    ``store``: where tries and sign-outs are counted."""
     lifetime_s = settings.session_hours * 3600
     config.project.user_session_timeout = int(lifetime_s)
-    attempts: Attempts = SignInAttempts() if shared is None else SharedSignInAttempts(shared)
-    sign_outs: SignedOut = SignOuts() if shared is None else SharedSignOuts(shared)
+    attempts, sign_outs = SignInAttempts(store), SignOuts(store)
     if settings.users_file is not None:
         _register_password(PasswordChecks(settings.users_file), attempts)
     proxy: tuple[str, str, bytes] | None = None
@@ -117,30 +101,30 @@ def _user(name: str, provider: str) -> cl.User:
     return cl.User(identifier=name, metadata={"provider": provider, SIGNED_IN: time.time()})
 
 
-def _register_password(checks: PasswordChecks, attempts: Attempts) -> None:
+def _register_password(checks: PasswordChecks, attempts: SignInAttempts) -> None:
     @cl.password_auth_callback
     async def sign_in(name: str, password: str) -> cl.User | None:
         """A user of the users file with the right password, unless this address failed
         too often lately (the try counted before it is checked); a name guessed from
         everywhere waits first."""
         address = CLIENT_ADDRESS.get()
-        if not attempts.begin(name, address, now=time.monotonic()):
+        if not await attempts.begin(name, address):
             logger.warning("sign-in refused for %r: too many failures from %s", name, address)
             return None
-        await asyncio.sleep(attempts.delay_s(name, now=time.monotonic()))
+        await asyncio.sleep(await attempts.delay_s(name))
         right = await checks.verify(name, password)
         if right is None:
             logger.warning("sign-in refused for %r from %s: every check is busy", name, address)
             CHECKS_FULL.set(True)
             return None
         if right:
-            attempts.succeeded(name, address)
+            await attempts.succeeded(name, address)
             return _user(name, "password")
         logger.warning("sign-in refused for %r from %s", name, address)
         return None
 
 
-def _register_sign_out(sign_outs: SignedOut) -> None:
+def _register_sign_out(sign_outs: SignOuts) -> None:
     @cl.on_logout
     async def sign_out(request: Request, response: Response) -> dict[str, bool]:
         """The sign-in of the token this browser holds ends: its copies stop working."""
@@ -151,7 +135,7 @@ def _register_sign_out(sign_outs: SignedOut) -> None:
             claims = None  # nothing this app signed: nothing to end
         if claims is not None:
             user, at = str(claims.get("identifier")), _signed_in_of(claims)
-            sign_outs.sign_out(user, at, until=float(claims.get("exp", 0)), now=time.time())
+            await sign_outs.sign_out(user, at, until=float(claims.get("exp", 0)), now=time.time())
             logger.info("%r signed out", user)
         return {"success": True}
 
@@ -188,17 +172,17 @@ class Validity:
         users_file: Path | None,
         proxy: tuple[str, str, bytes] | None,
         lifetime_s: float,
-        sign_outs: SignedOut,
+        sign_outs: SignOuts,
     ) -> None:
         self.users_file = users_file
         self.proxy = proxy
         self.lifetime_s = lifetime_s
         self.sign_outs = sign_outs
 
-    def ended(self, user: str, signed_in_at: float) -> bool:
+    async def ended(self, user: str, signed_in_at: float) -> bool:
         """Past the lifetime from the sign-in, or signed out of."""
         expired = time.time() - signed_in_at > self.lifetime_s
-        return expired or self.sign_outs.signed_out(user, signed_in_at)
+        return expired or await self.sign_outs.signed_out(user, signed_in_at)
 
     async def member(self, user: Any) -> bool:
         """A password user still in the users file (a proxy's users are the proxy's)."""
@@ -239,7 +223,7 @@ def _check_sessions(validity: Validity) -> None:
     def checked_session(original: AsyncFunction) -> AsyncFunction:
         async def authenticate_valid(token: str) -> Any:
             user = await original(token)
-            ended = validity.ended(user.identifier, _signed_in_of(_claims(token)))
+            ended = await validity.ended(user.identifier, _signed_in_of(_claims(token)))
             if ended or not await validity.member(user):
                 logger.warning("session of %r refused: ended or no longer a user", user.identifier)
                 raise HTTPException(status_code=401, detail="this session has ended: sign in again")
@@ -258,7 +242,7 @@ def _check_sessions(validity: Validity) -> None:
                 )
             if user is not None:
                 signed_in_at = float((user.metadata or {}).get(SIGNED_IN, 0))
-                ended = validity.ended(user.identifier, signed_in_at)
+                ended = await validity.ended(user.identifier, signed_in_at)
                 named = validity.named_again(request, user)
                 if ended or not named or not await validity.member(user):
                     logger.warning("token for %r not renewed: sign in again", user.identifier)

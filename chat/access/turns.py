@@ -1,10 +1,11 @@
 """Replies at once and the line for them: a visitor's limits, each engine core's slots, and
 a fair, bounded line of the messages that wait for one.
 
-One implementation for one process and for a group of workers: the counts live in one
-SQLite file the group's workers share (``:memory:`` for a lone process), one short
-transaction per change. A message is counted against its visitor (messages a minute,
-replies at once: a message waiting in line is one of them), then it gets a *ticket*:
+One implementation for one process, a group of workers and replicas on several machines:
+the counts live in the app's one store (``chat.counts``: SQLite in memory, the group's
+file, or PostgreSQL), one short transaction per change. A message is counted against its
+visitor (messages a minute, replies at once: a message waiting in line is one of them),
+then it gets a *ticket*:
 running at once while its engine core has a free slot and nobody waits, else waiting in
 that core's line (each core batches on its own, and a browser stays on its worker, so
 on its core). A full line refuses politely.
@@ -27,39 +28,40 @@ leave (``leave``): its wait ends with ``LeftLineError`` and its place is given b
 
 Usage::
 
-    turns = ReplyLine(":memory:", worker=0, core=0, max_replies=2, per_minute=20, slots=8, line=8)
-    ticket = turns.admit("address:10.0.0.7", now=time.monotonic())  # LimitExceededError
+    turns = ReplyLine(store, core=0, max_replies=2, per_minute=20, slots=8, line=8)
+    ticket = await turns.admit("address:10.0.0.7")  # LimitExceededError
     await turns.wait_turn(ticket, show, chat=session_id)   # show(Place) while it waits
     turns.leave(session_id)               # its tab went away: LeftLineError in the wait
-    turns.done(ticket)                    # however it ended: its slot or its place back
+    await turns.done(ticket)              # however it ended: its slot or its place back
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from .. import metrics
+from ..counts import Store, Tx
 from ..errors import LimitExceededError
 from .limits import WINDOW_S
-from .shared_limits import Store
 
 __all__ = ["LOOK_S", "LeftLineError", "Place", "ReplyLine", "Ticket"]
 
 LOOK_S = 0.25  # how often a waiting ticket looks at the line (a local release wakes it)
 HELD_KEPT = 50  # recent replies per core the wait is estimated from
 
-INSERT = "INSERT INTO tickets VALUES (NULL, ?, ?, ?, ?)"
-WAITING = "SELECT COUNT(*) FROM tickets WHERE core = ? AND started IS NULL"
-RUNNING = "SELECT COUNT(*) FROM tickets WHERE core = ? AND started IS NOT NULL"
+INSERT = (
+    "INSERT INTO counts_tickets (visitor, owner, core, started) VALUES (?, ?, ?, ?) RETURNING id"
+)
+WAITING = "SELECT COUNT(*) FROM counts_tickets WHERE core = ? AND started IS NULL"
+RUNNING = "SELECT COUNT(*) FROM counts_tickets WHERE core = ? AND started IS NOT NULL"
 # The core's tickets with their round (the visitor's tickets before each on the core),
 # waiting ones in the line's order: (round, arrival).
 RANKING = (
-    "SELECT id, started IS NULL FROM (SELECT id, started, ROW_NUMBER() OVER "
-    "(PARTITION BY user ORDER BY id) AS round FROM tickets WHERE core = ?) ORDER BY round, id"
+    "SELECT id, started IS NULL FROM (SELECT id, started, ROW_NUMBER() OVER (PARTITION BY "
+    "visitor ORDER BY id) AS round FROM counts_tickets WHERE core = ?) AS ranked "
+    "ORDER BY round, id"
 )
 
 
@@ -99,17 +101,10 @@ class ReplyLine:
     """The visitors' limits and each core's slots and line (see the module's text)."""
 
     def __init__(
-        self,
-        path: Path | str,
-        *,
-        worker: int,
-        core: int,
-        max_replies: int,
-        per_minute: int,
-        slots: int,
-        line: int,
+        self, store: Store, *, core: int, max_replies: int, per_minute: int, slots: int, line: int
     ) -> None:
-        self._store = Store(path, worker)
+        self._store = store
+        self.clock = store.clock
         self.core, self.slots, self.line = core, slots, line
         self._max_replies = max_replies
         self._per_minute = per_minute
@@ -119,56 +114,62 @@ class ReplyLine:
         self._look: _Look | None = None  # the last ranking, shared by this worker's waiters
         self._chats: dict[int, str] = {}  # waiting ticket -> its chat (``leave``)
         self._left: set[int] = set()  # waiting tickets told to leave
+        self._releasing: set[asyncio.Task[None]] = set()  # ``release``'s, kept till done
 
-    def admit(self, user: str, *, now: float) -> Ticket:
+    async def admit(self, user: str, *, now: float | None = None) -> Ticket:
         """Count a message of ``user`` that will get a reply: running, or waiting in line;
         ``LimitExceededError`` past the visitor's limits or a full line."""
-        store = self._store
-        with store.transaction():
-            self._count_message(user, now)
-            if store.total("SELECT COUNT(*) FROM tickets WHERE user = ?", user) >= (
-                self._max_replies
-            ):
+        now = self.clock() if now is None else now
+        owner = self._store.owner
+        async with self._store.transaction() as tx:
+            await self._count_message(tx, user, now)
+            mine = await tx.total("SELECT COUNT(*) FROM counts_tickets WHERE visitor = ?", user)
+            if mine >= self._max_replies:
                 raise LimitExceededError("replies", self._max_replies, retry_after_s=None)
-            waiting = store.total(WAITING, self.core)
-            if waiting == 0 and store.total(RUNNING, self.core) < self.slots:
-                row = store.run(INSERT, user, store.worker, self.core, now)
+            waiting = await tx.total(WAITING, self.core)
+            if waiting == 0 and await tx.total(RUNNING, self.core) < self.slots:
+                row = await tx.total(INSERT, user, owner, self.core, now)
                 return Ticket(row, now, started=now)
             if waiting >= self.line:
                 raise LimitExceededError("busy", self.line, retry_after_s=None)
-            row = store.run(INSERT, user, store.worker, self.core, None)
+            row = await tx.total(INSERT, user, owner, self.core, None)
         metrics.WAITING.inc()
         self._look = None
         return Ticket(row, now)
 
-    def _count_message(self, user: str, now: float) -> None:
+    async def _count_message(self, tx: Tx, user: str, now: float) -> None:
         """The per-minute window: a refused message is a message too."""
-        store = self._store
-        store.run("DELETE FROM sent WHERE at <= ?", now - WINDOW_S)
-        count, oldest = store.row("SELECT COUNT(*), MIN(at) FROM sent WHERE user = ?", user)
+        await tx.run("DELETE FROM counts_sent WHERE at <= ?", now - WINDOW_S)
+        sent = "SELECT COUNT(*), MIN(at) FROM counts_sent WHERE visitor = ?"
+        count, oldest = await tx.row(sent, user) or (0, None)
         if count >= self._per_minute:
             wait = oldest + WINDOW_S - now
             raise LimitExceededError("per_minute", self._per_minute, retry_after_s=wait)
-        store.run("INSERT INTO sent (user, at) VALUES (?, ?)", user, now)
+        await tx.run("INSERT INTO counts_sent (visitor, at) VALUES (?, ?)", user, now)
 
-    def place(self, ticket: Ticket, *, now: float) -> Place | None:
+    async def place(self, ticket: Ticket, *, now: float | None = None) -> Place | None:
         """The ticket's place in line; None once it runs (it takes a free slot here when
         its turn came)."""
         if ticket.started is not None:
             return None
-        look = self._looked(now)
-        if ticket.id not in look.ranks:  # joined since the last look
-            look = self._looked(now, fresh=True)
+        now = self.clock() if now is None else now
+        look = self._look
+        if look is None or now - look.at >= LOOK_S / 2 or ticket.id not in look.ranks:
+            async with self._store.reading() as tx:
+                look = await self._looked(tx, now)
         ahead, free = self._ahead_and_free(look, ticket)
         if ahead <= free:  # looks like its turn: checked again in one transaction
-            with self._store.transaction():
-                ahead, free = self._ahead_and_free(self._looked(now, fresh=True), ticket)
+            async with self._store.transaction() as tx:
+                look = await self._looked(tx, now)
+                ahead, free = self._ahead_and_free(look, ticket)
                 if ahead <= free:
-                    self._store.run("UPDATE tickets SET started = ? WHERE id = ?", now, ticket.id)
+                    update = "UPDATE counts_tickets SET started = ? WHERE id = ?"
+                    await tx.run(update, now, ticket.id)
                     ticket.started = now
-                    self._look = None
-                    metrics.WAITING.dec()
-                    return None
+            if ticket.started is not None:
+                self._look = None
+                metrics.WAITING.dec()
+                return None
         number = max(1, ahead - max(0, free))
         mean = look.mean_held_s
         return Place(number, None if mean is None else number * mean / self.slots)
@@ -178,15 +179,14 @@ class ReplyLine:
         in line), and the slots free, as ``look`` saw them."""
         return look.ranks.get(ticket.id, len(look.ranks) + 1), self.slots - look.running
 
-    def _looked(self, now: float, *, fresh: bool = False) -> _Look:
-        """The core's line as ranked at most ``LOOK_S / 2`` ago (``fresh``: now)."""
-        look = self._look
-        if fresh or look is None or now - look.at >= LOOK_S / 2:
-            rows = self._store.rows(RANKING, self.core)
-            waiting = [ticket for ticket, is_waiting in rows if is_waiting]
-            mean = self._store.row("SELECT AVG(s) FROM held WHERE core = ?", self.core)[0]
-            ranks = {ticket: rank for rank, ticket in enumerate(waiting, start=1)}
-            look = self._look = _Look(ranks, len(rows) - len(waiting), mean, now)
+    async def _looked(self, tx: Tx, now: float) -> _Look:
+        """The core's line ranked now, kept for this worker's waiters for ``LOOK_S / 2``."""
+        rows = await tx.rows(RANKING, self.core)
+        waiting = [ticket for ticket, is_waiting in rows if is_waiting]
+        mean = await tx.row("SELECT AVG(s) FROM counts_held WHERE core = ?", self.core)
+        ranks = {ticket: rank for rank, ticket in enumerate(waiting, start=1)}
+        held = None if mean is None or mean[0] is None else float(mean[0])
+        look = self._look = _Look(ranks, len(rows) - len(waiting), held, now)
         return look
 
     async def wait_turn(
@@ -198,7 +198,7 @@ class ReplyLine:
         shown: Place | None = None
         self._chats[ticket.id] = chat
         try:
-            while (place := self.place(ticket, now=time.monotonic())) is not None:
+            while (place := await self.place(ticket)) is not None:
                 if ticket.id in self._left:
                     raise LeftLineError(chat)
                 if place != shown:
@@ -236,16 +236,16 @@ class ReplyLine:
         self._freed.set()
         self._freed = asyncio.Event()
 
-    def done(self, ticket: Ticket) -> None:
+    async def done(self, ticket: Ticket) -> None:
         """The ticket's reply ended (finished, stopped, failed) or it left the line."""
-        with self._store.transaction():
-            self._store.run("DELETE FROM tickets WHERE id = ?", ticket.id)
+        async with self._store.transaction() as tx:
+            await tx.run("DELETE FROM counts_tickets WHERE id = ?", ticket.id)
             if ticket.started is not None:
-                held = time.monotonic() - ticket.started
-                self._store.run("INSERT INTO held VALUES (?, ?)", self.core, held)
-                self._store.run(
-                    "DELETE FROM held WHERE core = ? AND rowid NOT IN "
-                    "(SELECT rowid FROM held WHERE core = ? ORDER BY rowid DESC LIMIT ?)",
+                held = self.clock() - ticket.started
+                await tx.run("INSERT INTO counts_held (core, s) VALUES (?, ?)", self.core, held)
+                await tx.run(
+                    "DELETE FROM counts_held WHERE core = ? AND id NOT IN "
+                    "(SELECT id FROM counts_held WHERE core = ? ORDER BY id DESC LIMIT ?)",
                     self.core,
                     self.core,
                     HELD_KEPT,
@@ -255,6 +255,12 @@ class ReplyLine:
         self._handed = {key: t for key, t in self._handed.items() if t is not ticket}
         self._look = None
         self._wake()
+
+    def release(self, ticket: Ticket) -> None:
+        """``done``, from a callback (a reply's task ended): soon, on the loop."""
+        task = asyncio.ensure_future(self.done(ticket))
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
 
     def hand_over(self, message_id: str, ticket: Ticket) -> None:
         """The front door admitted ``message_id``: its handler takes the ticket."""

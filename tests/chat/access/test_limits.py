@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from pathlib import Path
 
 import httpx
 import pytest
 import socketio
 
-from chat.access.limits import SignInAttempts
-from chat.access.shared_limits import SharedSignInAttempts
 from testing.accounts import PROXY, named, session_cookie
 from testing.chat_client import ChatClient
 from testing.polling import until
@@ -21,29 +18,6 @@ from testing.servers import AppServer
 from testing.visitors import CLAIMS, visitor
 
 LONG = {"temperature": 0.5, "top_p": 0.9, "max_tokens": 512, "system_prompt": "zh"}
-
-
-@pytest.mark.parametrize("shared", [False, True])
-def test_sign_in_tries_are_counted_before_they_are_checked(shared: bool, tmp_path: Path) -> None:
-    """A try counts as a failure from the moment it arrives: tries sent at once are all
-    counted (39 wrong guesses sent together, then the right one, signed in: each was
-    checked against the failures before it, and none had failed yet). Over a group's
-    workers (``shared``) the count is one: two workers each let ten through."""
-    if shared:
-        first = SharedSignInAttempts(tmp_path / "l.db", max_failures=3, window_s=100, slowest_s=4)
-        other = SharedSignInAttempts(tmp_path / "l.db", max_failures=3, window_s=100, slowest_s=4)
-    else:
-        first = other = SignInAttempts(max_failures=3, window_s=100, slowest_s=4)  # type: ignore[assignment]
-    for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
-        assert first.begin("frank", address, now=0)
-    assert other.begin("frank", "10.0.0.4", now=1)  # frank is not locked out
-    other.succeeded("frank", "10.0.0.4")  # the right password: no failure
-    assert first.delay_s("frank", now=1) == 1.0  # but slowed
-    started = [(first, other)[i % 2].begin("frank", "10.0.0.5", now=2) for i in range(6)]
-    assert started == [True, True, True, False, False, False]  # locked after three, at once
-    assert other.delay_s("frank", now=3) == 2.0  # 6 failures: 1 s, then 2 s (at most 4)
-    assert first.delay_s("gina", now=3) == 0.0
-    assert first.begin("frank", "10.0.0.5", now=103)  # the window moved on
 
 
 async def test_per_user_limits_answer_politely_and_count_the_user_not_the_chat(

@@ -12,21 +12,12 @@ import time
 import httpx
 import pytest
 
-from testing.accounts import PASSWORD, PROXY, forwarded, named
+from testing.accounts import PASSWORD, PROXY, named, try_password
 from testing.accounts import session_cookie as cookie_of
 from testing.servers import AppServer
-from testing.visitors import async_http_client, http_client, visitor
+from testing.visitors import http_client, visitor
 
 GUESSES = 39  # wrong ones, sent with the right one in one burst
-
-
-async def try_password(url: str, name: str, password: str, address: str) -> int:
-    """One sign-in try of a visitor at ``address`` (as the trusted proxy names it), on a
-    connection of its own (HAProxy picks a worker for each)."""
-    async with async_http_client(visitor()) as http:
-        form = {"username": name, "password": password}
-        answer = await http.post(f"{url}/login", data=form, headers=forwarded(address), timeout=60)
-        return answer.status_code
 
 
 async def burst(url: str, name: str, address: str) -> list[int]:
