@@ -46,8 +46,8 @@ import sys
 import time
 from pathlib import Path
 
-from engine.vllm_door.plan import Plan
-from engine.vllm_door.preflight import preflight
+from engine.plan.plan import Plan
+from engine.plan.preflight import preflight
 from serve.web import raise_open_files
 from settings.loader import load_settings
 from settings.settings import SettingsError

@@ -19,9 +19,9 @@ from multiprocessing.connection import Connection
 
 from vllm.v1.engine.async_llm import AsyncLLM
 
-from engine.vllm_door.engine_args import build_engine_args
+from engine.engine_args import build_engine_args
+from engine.plan.plan import Plan
 from engine.vllm_door.internals import shut_down
-from engine.vllm_door.plan import Plan
 
 from .clients import deal
 from .measure import LoadResult, Loads, ProcessWatch, ReplyTiming, measure_loads, timed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from engine.vllm_door.plan import Plan
+from engine.plan.plan import Plan
 
 from .clients import ClientPool
 from .openloop import OpenLoop, Slo

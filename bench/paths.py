@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.model.system_prompts import resolve_system_prompt
-from engine.vllm_door.plan import Plan
+from engine.plan.plan import Plan
 from testing.chat_client import ChatClient
 from testing.demo import NO_LIMITS
 from testing.servers import ROOT, AppServer, Server, openai_server

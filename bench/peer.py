@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from engine.model.system_prompts import resolve_system_prompt
-from engine.vllm_door.plan import Plan
+from engine.plan.plan import Plan
 from testing.background import environ
 from testing.servers import Server
 

@@ -18,13 +18,13 @@ from vllm.inputs import TokensPrompt
 from vllm.sampling_params import RequestOutputKind
 from vllm.v1.engine.async_llm import AsyncLLM
 
+from engine.engine_args import build_engine_args
 from engine.model.info import load_model_info
 from engine.model.system_prompts import resolve_system_prompt
+from engine.plan.plan import Plan
 from engine.prompt import PromptBuilder
 from engine.prompt import Turn as HistoryTurn
-from engine.vllm_door.engine_args import build_engine_args
 from engine.vllm_door.internals import shut_down
-from engine.vllm_door.plan import Plan
 
 from .measure import LoadResult, Loads, ProcessWatch, ReplyTiming, measure_loads, timed
 from .openloop import OpenLoop, RateResult, Turn, run_rate, sweep
@@ -100,7 +100,7 @@ async def engine_path(
     plan: Plan, loads: Loads, open_loop: OpenLoop | None = None, *, name: str = "engine"
 ) -> tuple[list[LoadResult], list[RateResult]]:
     """The raw AsyncLLM in this process, vLLM's own detokenizer: the ceiling (its batch
-    the app's for one core: ``engine.vllm_door.batch``)."""
+    the app's for one core: ``engine.plan.batch``)."""
     request = engine_request(plan, loads.reply_tokens)
     llm = AsyncLLM.from_engine_args(build_engine_args(plan))
     watch = ProcessWatch(os.getpid())

@@ -7,7 +7,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.vllm_door.plan import Plan
+from engine.plan.plan import Plan
 
 from .paths import VllmServer, vllm_server
 from .peer import peer_server

@@ -32,14 +32,14 @@ if TYPE_CHECKING:
     )
     from .mock import MockEngine, MockModel, MockRequest
     from .model.system_prompts import available_system_prompts
+    from .plan.plan import Plan, ReplySlots, reply_slots
+    from .plan.preflight import preflight
     from .prompt import Turn
     from .replies import ChatEngine, new_request_id
     from .sampling import ChatOptions
     from .shared_core import Attachment, SharedCore, launch_shared_core
     from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk
     from .supervisor import EngineState, EngineStatus
-    from .vllm_door.plan import Plan, ReplySlots, reply_slots
-    from .vllm_door.preflight import preflight
 
 _SOURCES = {
     "backend": ["Backend"],
@@ -65,8 +65,8 @@ _SOURCES = {
     "shared_core": ["Attachment", "SharedCore", "launch_shared_core"],
     "stream": ["ReplyEnd", "ReplyStats", "StreamEvent", "TextChunk"],
     "supervisor": ["EngineState", "EngineStatus"],
-    "vllm_door.plan": ["Plan", "ReplySlots", "reply_slots"],
-    "vllm_door.preflight": ["preflight"],
+    "plan.plan": ["Plan", "ReplySlots", "reply_slots"],
+    "plan.preflight": ["preflight"],
 }
 _MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from vllm import SamplingParams
 
-    from engine.vllm_door.plan import Plan
+    from engine.plan.plan import Plan
 
     from .shared_core import Attachment
 

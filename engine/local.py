@@ -21,11 +21,11 @@ from vllm.outputs import RequestOutput
 from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
-from engine.vllm_door.capacity import CapacityReport, capacity_report
-from engine.vllm_door.engine_args import build_engine_args
+from engine.engine_args import build_engine_args
+from engine.plan.capacity import CapacityReport, capacity_report
+from engine.plan.plan import Plan
 from engine.vllm_door.failures import describe_failure
 from engine.vllm_door.internals import shut_down, unfinished_requests
-from engine.vllm_door.plan import Plan
 
 from .core_errors import CoreErrorLog, ended_processes
 from .errors import BackendDeadError, BackendStartError, GenerationError

@@ -30,8 +30,8 @@ from vllm import SamplingParams
 
 from engine.model.info import ModelInfo
 from engine.model.system_prompts import resolve_system_prompt
-from engine.vllm_door.plan import Plan
-from engine.vllm_door.preflight import preflight
+from engine.plan.plan import Plan
+from engine.plan.preflight import preflight
 from settings.settings import Settings
 
 from .backend import Backend, Report

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.vllm_door.engine_args import build_engine_args
+from engine.engine_args import build_engine_args
 from engine.vllm_door.internals import (
     attach_client,
     core_processes,
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from engine.vllm_door.plan import Plan
+    from engine.plan.plan import Plan
 
 __all__ = ["Attachment", "SharedCore", "attach", "launch_shared_core"]
 

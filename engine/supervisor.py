@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.model.info import ModelInfo, load_model_info
+from engine.plan.plan import Plan
 from engine.vllm_door.failures import describe_failure
-from engine.vllm_door.plan import Plan
 from settings.settings import env_name
 
 from .backend import Backend, Report, open_backend

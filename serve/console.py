@@ -146,7 +146,7 @@ def configure(level: str, fmt: str, log_file: Path) -> Path:
         config = log_file.with_name(log_file.stem + "-vllm-logging.json")
         config.write_text(json.dumps(vllm_config(level, fmt, log_file)), encoding="utf-8")
         os.environ["VLLM_LOGGING_CONFIG_PATH"] = str(config)
-    if level != "debug":  # bars that honour it (vLLM's is off: engine.vllm_door.engine_args)
+    if level != "debug":  # bars that honour it (vLLM's is off: engine.engine_args)
         os.environ.setdefault("TQDM_DISABLE", "1")
         # C++ warnings (vLLM's CPU kernels' NUMA binding) go to stderr past logging.
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")

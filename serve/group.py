@@ -5,7 +5,7 @@ The launcher starts HAProxy on the public port (``serve.proxy``; until a worker 
 answers with a page that says the chat is starting), fetches a hub model's files once with
 the progress on its console (``engine.download``: a core would fetch them unseen), then
 starts each engine core for its N clients (``engine.shared_core``; none when
-``ERNIE_ENGINE=remote``) on its GPUs (``engine.vllm_door.placement``), one after the other on a GPU
+``ERNIE_ENGINE=remote``) on its GPUs (``engine.plan.placement``), one after the other on a GPU
 (a core measures the GPU's free memory while it starts), all at once on the CPU, with its
 N workers (``serve.worker``: forked from one server that imported them once), each
 Chainlit's app under uvicorn (``serve.web``) holding its own ``AsyncLLM`` client

@@ -1,5 +1,5 @@
 """Deployment presets: the values that size an engine for one kind of use (the batch as a
-factor of the device's: ``engine.vllm_door.batch``).
+factor of the device's: ``engine.plan.batch``).
 
 ``ERNIE_PROFILE`` picks one; any explicit ``ERNIE_*`` value wins over its profile. The
 profile table in docs/operations.md says how each was measured.
@@ -21,7 +21,7 @@ class Profile:
 
     max_model_len: int
     # Each core's batch: this times what vLLM gives a server alone on the device
-    # (``engine.vllm_door.batch``); the tokens a step never fewer than vLLM's.
+    # (``engine.plan.batch``); the tokens a step never fewer than vLLM's.
     batch_factor: float
     gpu_memory_utilization: float  # on a GPU; the CPU backend keeps its own share of RAM
 

@@ -9,7 +9,7 @@ Usage::
 A value left unset means "the model's or vLLM's own default" (``None`` here); the
 engine resolves it when it loads. ``ERNIE_PROFILE`` presets the values that size a
 deployment (``settings.profiles``); any explicit ``ERNIE_*`` value wins over its profile.
-Checks against the model and the hardware belong to ``engine.vllm_door.preflight``.
+Checks against the model and the hardware belong to ``engine.plan.preflight``.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from engine.vllm_door.plan import Plan
+from engine.plan.plan import Plan
 from serve import ports as serve_ports
 from serve.proxy import SOCKET, ask
 
@@ -34,7 +34,7 @@ from .polling import until, until_sync
 __all__ = ["ROOT", "AppServer", "Server", "free_port", "openai_server", "probe", "serve_flags"]
 
 ROOT = Path(__file__).resolve().parent.parent
-# The engine arguments the app sets (engine.vllm_door.engine_args), as vLLM's server flags.
+# The engine arguments the app sets (engine.engine_args), as vLLM's server flags.
 SERVE_FLAGS = (
     "model",
     "tokenizer",
@@ -228,7 +228,7 @@ class AppServer(Server):
 
 def serve_flags(plan: Plan) -> list[str]:
     """``vllm serve`` flags for the engine arguments the app would use."""
-    from engine.vllm_door.engine_args import build_engine_args
+    from engine.engine_args import build_engine_args
 
     args = build_engine_args(plan)
     flags = []

@@ -32,7 +32,7 @@ import vllm  # noqa: F401  (first here: its log handlers keep the real stdout an
 
 from engine import ChatEngine
 from engine.model.demo import write_demo_model
-from engine.vllm_door.preflight import preflight
+from engine.plan.preflight import preflight
 from testing import background, chat_apps
 from testing.demo import APP_ENV, DEMO_APP_ENV, ENGINE_SETTINGS, hermetic_settings
 from testing.engines import DemoApp, RunningEngine

@@ -60,11 +60,14 @@ def test_packages_import_downward_only(package: str) -> None:
         assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
 
 
-# Inside the engine, its two rooms sit below the rest: the model's facts, then the vLLM door
-# (the plan, its checks, vLLM's arguments and internals), then backends, supervisor, replies.
+# Inside the engine, its three rooms sit below the rest: the model's facts, then the vLLM door
+# (the machine as vLLM sees it, vLLM's failures and internals), then the plan (placement,
+# batch, the checks before loading, capacity), then vLLM's arguments, backends, supervisor,
+# replies.
 ENGINE_ROOMS = {
-    "engine.model": ("engine.vllm_door",),
-    "engine.vllm_door": (),
+    "engine.model": ("engine.vllm_door", "engine.plan"),
+    "engine.vllm_door": ("engine.plan",),
+    "engine.plan": (),
 }
 ENGINE_RUNTIME = {p.stem for p in (ROOT / "engine").glob("*.py")} - {"__init__", "__main__"}
 

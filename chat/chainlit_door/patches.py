@@ -4,7 +4,7 @@
   requires ``AttributeError`` (Chainlit#2499). PyTorch's inductor probes modules with
   ``hasattr`` while compiling, so vLLM's engine core dies with ``KeyError: 'torch'`` when
   Chainlit is imported. ``guard_module_getattr(chainlit)`` before the engine starts fixes
-  it; the engine core is forked on GPUs (``engine.vllm_door.engine_args``) so it inherits it.
+  it; the engine core is forked on GPUs (``engine.engine_args``) so it inherits it.
 * Every ``Message`` and ``Step`` Chainlit builds first calls ``time.sleep(0.001)``, which
   blocks the event loop: four per chat message, so a burst of 64 messages waits ~0.26 s
   for nothing, and every reply streaming meanwhile stalls with it (Chainlit#1374, never

@@ -1,3 +1,3 @@
-"""The engine's vLLM door: the machine as vLLM sees it, the plan made from it (placement,
-batch, checks before loading), vLLM's arguments, its internals (``internals``: the one
-module that touches them), its failures in one line, and the capacity it reports."""
+"""The engine's vLLM door: the machine as vLLM sees it (``hardware``), vLLM's failures in
+one line (``failures``), and its internals (``internals``: the one module that touches
+them). The plan made from the machine is ``engine.plan``."""

@@ -1,5 +1,5 @@
 """Each engine core's batch from the device, the profile and its KV cache
-(``engine.vllm_door.batch``), with the facts of an H200, a B200, an A100, a 24 GB card
+(``engine.plan.batch``), with the facts of an H200, a B200, an A100, a 24 GB card
 and the CPU given to the plan (no GPU here). The product's in-process engine got 128
 sequences a core on an H200 (256 over two cores), where ``vllm serve`` alone gets 1,024."""
 
@@ -10,11 +10,11 @@ from dataclasses import replace
 
 import pytest
 
+from engine.engine_args import build_engine_args
 from engine.model.files import ModelShape
-from engine.vllm_door.engine_args import build_engine_args
+from engine.plan.plan import Plan
+from engine.plan.preflight import check_plan
 from engine.vllm_door.hardware import Gpu, Hardware
-from engine.vllm_door.plan import Plan
-from engine.vllm_door.preflight import check_plan
 from settings.settings import SettingsError
 from testing.demo import hermetic_settings
 

@@ -14,10 +14,10 @@ import pytest
 
 from engine.cli import main
 from engine.model.files import ModelShape
+from engine.plan.plan import Plan
+from engine.plan.preflight import check_plan
 from engine.vllm_door.failures import describe_failure
 from engine.vllm_door.hardware import Gpu, Hardware, driver_problem
-from engine.vllm_door.plan import Plan
-from engine.vllm_door.preflight import check_plan
 from settings.settings import SettingsError
 from testing.demo import hermetic_settings
 

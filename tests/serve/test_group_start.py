@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from engine.model.memory import GiB
+from engine.plan.plan import Plan
 from engine.vllm_door.hardware import Hardware
-from engine.vllm_door.plan import Plan
 from serve.group import Group
 from serve.units import Slot, Worker
 from testing.demo import hermetic_settings

@@ -14,8 +14,8 @@ from bench.raw_engine import OLD_CAP
 from bench.talk import openai_conversation
 from bench.traffic import Conversation
 from engine.model.files import ModelShape
+from engine.plan.plan import Plan
 from engine.vllm_door.hardware import Gpu, Hardware
-from engine.vllm_door.plan import Plan
 from testing.demo import hermetic_settings
 from testing.servers import Server
 

@@ -24,9 +24,9 @@ from engine.model.memory import (
     share_that_fits,
 )
 from engine.model.system_prompts import resolve_system_prompt
-from engine.vllm_door.batch import TYPICAL_CHAT_TOKENS
+from engine.plan.batch import TYPICAL_CHAT_TOKENS
+from engine.plan.plan import Plan, core_tokens, holds
 from engine.vllm_door.hardware import Hardware, driver_problem
-from engine.vllm_door.plan import Plan, core_tokens, holds
 from settings.settings import Settings, SettingsError, env_name
 
 __all__ = ["check_plan", "preflight"]

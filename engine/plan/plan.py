@@ -4,7 +4,7 @@ cores, workers per core, the memory share, the dtype).
 
 Usage::
 
-    plan = preflight(settings)              # engine.vllm_door.preflight: the checks
+    plan = preflight(settings)              # engine.plan.preflight: the checks
     plan.engines, plan.workers, plan.placement, plan.batch, plan.memory_share, plan.sources()
     plan.alone()                            # the same plan for one process
 """
@@ -16,9 +16,8 @@ from dataclasses import dataclass, replace
 
 from engine.model.files import ModelShape
 from engine.model.memory import CPU_MEMORY_SHARE, DEFAULT_BLOCK_SIZE, DTYPE_BYTES, GiB
-from engine.vllm_door.batch import Batch, batch_for
-from engine.vllm_door.hardware import Hardware
-from engine.vllm_door.placement import (
+from engine.plan.batch import Batch, batch_for
+from engine.plan.placement import (
     CORES_PER_GPU,
     CPUS_PER_CORE,
     ENGINE_MARGIN_GIB,
@@ -26,6 +25,7 @@ from engine.vllm_door.placement import (
     Placement,
     weights_gib,
 )
+from engine.vllm_door.hardware import Hardware
 from settings.profiles import PROFILES
 from settings.settings import Settings
 
@@ -94,7 +94,7 @@ class Plan:
 
     @property
     def batch(self) -> Batch:
-        """Each engine core's batch (``engine.vllm_door.batch``: the device, the profile,
+        """Each engine core's batch (``engine.plan.batch``: the device, the profile,
         its KV cache)."""
         tokens = core_tokens(self, self.engines)
         return batch_for(self.hardware, profile=self.settings.profile, kv_tokens=tokens,

@@ -8,7 +8,7 @@ from typing import Any
 from vllm.engine.arg_utils import AsyncEngineArgs
 
 from engine.model.memory import GiB
-from engine.vllm_door.plan import Plan
+from engine.plan.plan import Plan
 
 # How long the engine core's executor waits for its workers at a stop (vLLM's 5 s: under
 # load a CPU worker's teardown took longer, and it was signalled with two warnings).
@@ -19,8 +19,8 @@ __all__ = ["build_engine_args"]
 
 def build_engine_args(plan: Plan) -> AsyncEngineArgs:
     """One engine core's arguments from the plan; unset values keep vLLM's defaults. With
-    ``ERNIE_ENGINES`` above 1 the core gets its share of the memory (``engine.vllm_door.placement``)
-    and a batch of its own (``engine.vllm_door.batch``)."""
+    ``ERNIE_ENGINES`` above 1 the core gets its share of the memory (``engine.plan.placement``)
+    and a batch of its own (``engine.plan.batch``)."""
     settings, cpu, cores, batch = plan.settings, plan.hardware.cpu, plan.placement, plan.batch
     eager = settings.enforce_eager
     args: dict[str, Any] = {

@@ -14,10 +14,10 @@ GPU: the batch is set here instead, for every core, from:
    eighth, as long chats fill the KV cache sooner); the CPU backend keeps what serves it
    (256 sequences, vLLM's tokens);
 3. no more sequences than the core's KV cache holds chats of ``TYPICAL_CHAT_TOKENS``
-   (known before loading on a GPU: ``engine.vllm_door.plan.core_tokens``), and at least one.
+   (known before loading on a GPU: ``engine.plan.plan.core_tokens``), and at least one.
 
 An explicit ``ERNIE_MAX_NUM_SEQS`` the KV cache cannot hold that many chats of is refused
-before loading (``engine.vllm_door.preflight``), in one line.
+before loading (``engine.plan.preflight``), in one line.
 
 Usage::
 

@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from engine.model.memory import GiB
-from engine.vllm_door.batch import TYPICAL_CHAT_TOKENS
+from engine.plan.batch import TYPICAL_CHAT_TOKENS
+from engine.plan.plan import Plan
 from engine.vllm_door.internals import attention_backend
-from engine.vllm_door.plan import Plan
 from settings.settings import env_name
 
 __all__ = ["TYPICAL_CHAT_TOKENS", "CapacityReport", "capacity_report"]

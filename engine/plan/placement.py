@@ -4,7 +4,7 @@ A small model leaves one GPU mostly idle: one engine core's own loop on one CPU 
 the limit (docs/scaling.md). K cores, each with its own workers, serve more. The cores
 take the GPUs in turn (``tensor x pipeline`` GPUs each); cores on the same device split
 its memory share and its KV cache evenly; each core gets a batch of its own
-(``engine.vllm_door.batch``), so K cores hold K times the chats of one.
+(``engine.plan.batch``), so K cores hold K times the chats of one.
 
 Usage::
 
