@@ -19,7 +19,7 @@ class LimitExceededError(Exception):
 
     def __init__(
         self,
-        limit: Literal["replies", "per_minute", "busy"],
+        limit: Literal["replies", "per_minute", "busy", "daily_tokens"],
         value: int,
         *,
         retry_after_s: float | None,

@@ -60,6 +60,7 @@ class Entry:
     text: str
     time: str | None  # ISO 8601, UTC, as Chainlit stamped it
     notes: list[str] = field(default_factory=list)
+    feedback: dict[str, Any] | None = None  # a reply's 👍 (1) or 👎 (0), and its comment
 
 
 def chat_entries(steps: Iterable[Mapping[str, Any]], seal: ExchangeSigner) -> list[Entry]:
@@ -79,8 +80,16 @@ def chat_entries(steps: Iterable[Mapping[str, Any]], seal: ExchangeSigner) -> li
         when = asked.get(str(exchange.get("message_id")), step.get("createdAt"))
         entries.append(Entry("user", str(exchange.get("user_text", "")), when))
         reply = str(exchange.get("reply_text", ""))
-        entries.append(Entry("assistant", reply, step.get("createdAt"), notes))
+        entries.append(Entry("assistant", reply, step.get("createdAt"), notes, _feedback(step)))
     return entries
+
+
+def _feedback(step: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A reply's feedback as the history keeps it (``{"value", "comment"}``), if any."""
+    given = step.get("feedback")
+    if not isinstance(given, Mapping) or given.get("value") is None:
+        return None
+    return {"value": int(given["value"]), "comment": given.get("comment") or ""}
 
 
 def _shown_time(value: str | None) -> str:
@@ -95,12 +104,15 @@ def markdown(entries: list[Entry], *, title: str, names: Mapping[str, str]) -> s
         parts.append(f"### {names[entry.role]} · {_shown_time(entry.time)}".rstrip(" ·"))
         parts.append(entry.text)
         parts.extend(f"*{note}*" for note in entry.notes)
+        if entry.feedback is not None:
+            thumb = "👍" if entry.feedback["value"] == 1 else "👎"
+            parts.append(f"{thumb} {entry.feedback['comment']}".rstrip())
     return "\n\n".join(parts) + "\n"
 
 
 def as_json(entries: list[Entry], *, title: str) -> str:
     """The chat as JSON: ``{"title", "exported_at", "messages": [{role, text, time,
-    notes}]}``."""
+    notes, feedback}]}``."""
     exported = datetime.now(UTC).isoformat(timespec="seconds")
     body = {"title": title, "exported_at": exported, "messages": [asdict(e) for e in entries]}
     return json.dumps(body, ensure_ascii=False, indent=2) + "\n"

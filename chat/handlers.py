@@ -21,6 +21,7 @@ from engine import ChatOptions, EngineFailedError, EngineRestartingError, Messag
 
 from . import lifecycle, metrics
 from .access.admission import visitor
+from .access.quota import LOW_SHARE
 from .access.turns import LeftLineError, Ticket
 from .chainlit_door import (
     WebsocketSession,
@@ -31,7 +32,7 @@ from .chainlit_door import (
 )
 from .conversation import Conversation, last_reply_step
 from .errors import LimitExceededError, PanelValueError
-from .runtime import runtime
+from .runtime import Runtime, runtime
 from .ui.failures import reported, send_error
 from .ui.live import LiveReply
 from .ui.panel import options_from
@@ -39,6 +40,7 @@ from .ui.state import chat_state
 from .ui.streaming import (
     EXPORT,
     REGENERATE,
+    Spend,
     announce_engine,
     follow_reply,
     offer_buttons,
@@ -210,13 +212,32 @@ async def answer_when_ready(
     try:
         if abandoned():  # its tab went away while the model loaded: a reply for nobody
             raise LeftLineError(cl.context.session.id)
+        state.waited_s = 0.0
         if ticket is not None:
             await wait_in_line(runtime().limits, ticket)
+            state.waited_s = max(0.0, (ticket.started or ticket.joined) - ticket.joined)
     except LeftLineError:
         state.left_line = True  # said if the socket comes back
         return
-    live = runtime().live if runtime().history_url is not None else None
-    await stream_reply(engine, runtime().settings, (message_id, text), conversation, state, live)
+    rt = runtime()
+    live = rt.live if rt.history_url is not None else None
+    turn, spend = (message_id, text), _spender(rt)
+    await stream_reply(engine, rt.settings, turn, conversation, state, live, spend=spend)
+
+
+def _spender(rt: Runtime) -> Spend | None:
+    """What counts a reply's tokens against its visitor's day (None: no daily quota):
+    the tokens left and the day's, once fewer than a fifth are left."""
+    quota, session = rt.limits.quota, cl.context.session
+    if quota is None or not isinstance(session, WebsocketSession):
+        return None
+    who = visitor(session, rt.trust)
+
+    async def spend(tokens: int) -> tuple[int, int] | None:
+        share = await quota.spend(who, tokens)
+        return (quota.left(share), quota.per_day) if share < LOW_SHARE else None
+
+    return spend
 
 
 @cl.on_stop

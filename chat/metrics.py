@@ -64,6 +64,7 @@ LINE_WAIT = Histogram(
     buckets=(0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0),
 )
 MESSAGES = Counter("ernie_messages", "Messages received from users.")
+FEEDBACK = Counter("ernie_feedback", "Feedback users gave replies (👍 up, 👎 down).", ["value"])
 REPLIES = Counter("ernie_replies", "Replies finished, by how they ended.", ["finish_reason"])
 STOPS = Counter("ernie_stops", "Replies stopped by the user.")
 ERRORS = Counter("ernie_errors", "Messages answered with an error, by kind.", ["kind"])
@@ -84,11 +85,31 @@ REPLY_TOKENS = Histogram(
 )
 
 
-def record_reply(end: ReplyEnd) -> None:
+REPLY_TIME = Histogram(
+    "ernie_reply_time_seconds",
+    "Where a reply's time went, as the engine saw it: waiting (the app's line and the "
+    "engine's queue), reading the prompt (prefill), writing (first token to last).",
+    ["phase"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+)
+PROMPT_CACHED = Histogram(
+    "ernie_prompt_cached_ratio",
+    "The share of a reply's prompt read from the engine's prefix cache.",
+    buckets=(0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0),
+)
+
+
+def record_reply(end: ReplyEnd, waited_s: float = 0.0) -> None:
     REPLIES.labels(finish_reason=end.finish_reason).inc()
     REPLY_TOKENS.observe(end.stats.reply_tokens)
     if end.stats.ttft_s is not None:
         TIME_TO_FIRST_TOKEN.observe(end.stats.ttft_s)
+    engine = end.stats.engine
+    if engine is not None:
+        REPLY_TIME.labels(phase="waiting").observe(waited_s + engine.queued_s)
+        REPLY_TIME.labels(phase="reading").observe(engine.reading_s)
+        REPLY_TIME.labels(phase="writing").observe(engine.writing_s)
+        PROMPT_CACHED.observe(end.stats.cached_share)
 
 
 def record_cancelled_reply() -> None:

@@ -36,6 +36,7 @@ from .access.admission import Admission
 from .access.front_door import FrontDoor
 from .access.hosts import AllowedHosts
 from .access.peers import ProxyTrust
+from .access.quota import DailyTokens
 from .access.sessions import ChatCount, ChatsPerAddress
 from .access.turns import ReplyLine
 from .arrival import Arrival
@@ -116,6 +117,7 @@ def counts_store(settings: Settings, worker: GroupWorker | None) -> Store:
 def _limits(store: Store, settings: Settings, replies: ReplySlots, core: int) -> ReplyLine:
     """The visitors' limits and the line of this process's engine core; ``replies``: its cap
     and line, as the launcher sized them."""
+    per_day = settings.daily_tokens
     return ReplyLine(
         store,
         core=core,
@@ -123,6 +125,7 @@ def _limits(store: Store, settings: Settings, replies: ReplySlots, core: int) ->
         per_minute=settings.user_messages_per_minute,
         slots=replies.slots,
         line=replies.line,
+        quota=DailyTokens(store, per_day=per_day) if per_day else None,
     )
 
 

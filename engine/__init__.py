@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .replies import ChatEngine, new_request_id
     from .sampling import ChatOptions
     from .shared_core import Attachment, SharedCore, launch_shared_core
-    from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk
+    from .stream import EngineTimes, ReplyEnd, ReplyStats, StreamEvent, TextChunk
     from .supervisor import EngineState, EngineStatus
 
 _SOURCES = {
@@ -63,7 +63,7 @@ _SOURCES = {
     "replies": ["ChatEngine", "new_request_id"],
     "sampling": ["ChatOptions"],
     "shared_core": ["Attachment", "SharedCore", "launch_shared_core"],
-    "stream": ["ReplyEnd", "ReplyStats", "StreamEvent", "TextChunk"],
+    "stream": ["EngineTimes", "ReplyEnd", "ReplyStats", "StreamEvent", "TextChunk"],
     "supervisor": ["EngineState", "EngineStatus"],
     "plan.plan": ["Plan", "ReplySlots", "reply_slots"],
     "plan.preflight": ["preflight"],
@@ -86,6 +86,7 @@ __all__ = [
     "EngineRestartingError",
     "EngineState",
     "EngineStatus",
+    "EngineTimes",
     "GenerationError",
     "MessageRefusedError",
     "MockEngine",

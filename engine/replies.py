@@ -34,13 +34,13 @@ from engine.plan.plan import Plan
 from engine.plan.preflight import preflight
 from settings.settings import Settings
 
-from .backend import Backend, Report
+from .backend import Backend, Output, Report
 from .decode import IncrementalDecoder
 from .errors import BackendDeadError, GenerationError, MessageRefusedError
 from .message_check import check_message
 from .prompt import Prompt, PromptBuilder, Turn
 from .sampling import ChatOptions, build_sampling_params
-from .stream import ReplyEnd, ReplyStats, StreamEvent, TextChunk, TokenBuffer
+from .stream import EngineTimes, ReplyEnd, ReplyStats, StreamEvent, TextChunk, TokenBuffer
 from .supervisor import EngineStatus, Supervisor
 
 if TYPE_CHECKING:
@@ -192,6 +192,7 @@ class ChatEngine:
                 async for output in outputs:
                     completion, now = output.outputs[0], time.monotonic()
                     tally.add(len(completion.token_ids), now)
+                    tally.timed(output)
                     text = buffer.push(completion.token_ids, now=now)
                     if output.finished:
                         tally.finish_reason = completion.finish_reason or "stop"
@@ -228,13 +229,28 @@ class _Tally:
         self.first_token_at: float | None = None
         self.reply_tokens = 0
         self.finish_reason: Any = "abort"
+        self.engine: EngineTimes | None = None
 
     def add(self, tokens: int, now: float) -> None:
         if tokens and self.first_token_at is None:
             self.first_token_at = now
         self.reply_tokens += tokens
 
+    def timed(self, output: Output) -> None:
+        """The engine's timestamps of the request so far (vLLM's ``RequestStateStats``, in
+        its core's monotonic clock), where the backend has them."""
+        times: Any = getattr(output, "metrics", None)
+        first = getattr(times, "first_token_ts", 0.0)
+        if not first or not times.scheduled_ts:
+            return
+        self.engine = EngineTimes(
+            queued_s=max(0.0, times.scheduled_ts - times.queued_ts),
+            reading_s=max(0.0, first - times.scheduled_ts),
+            writing_s=max(0.0, times.last_token_ts - first),
+            cached_tokens=int(getattr(output, "num_cached_tokens", 0) or 0),
+        )
+
     def stats(self) -> ReplyStats:
         ttft = None if self.first_token_at is None else self.first_token_at - self.started
         duration = time.monotonic() - self.started
-        return ReplyStats(self.prompt_tokens, self.reply_tokens, ttft, duration)
+        return ReplyStats(self.prompt_tokens, self.reply_tokens, ttft, duration, self.engine)

@@ -13,7 +13,15 @@ from typing import Literal
 
 from .decode import IncrementalDecoder
 
-__all__ = ["FinishReason", "ReplyEnd", "ReplyStats", "StreamEvent", "TextChunk", "TokenBuffer"]
+__all__ = [
+    "EngineTimes",
+    "FinishReason",
+    "ReplyEnd",
+    "ReplyStats",
+    "StreamEvent",
+    "TextChunk",
+    "TokenBuffer",
+]
 
 FinishReason = Literal["stop", "length", "abort"]
 
@@ -26,6 +34,18 @@ class TextChunk:
 
 
 @dataclass(frozen=True)
+class EngineTimes:
+    """Where a reply's time went, as the engine saw it (vLLM's own timestamps of the
+    request in its core): waiting in its queue, reading the prompt (its prefill, with the
+    tokens its prefix cache already held), writing (first token to last)."""
+
+    queued_s: float
+    reading_s: float
+    writing_s: float
+    cached_tokens: int
+
+
+@dataclass(frozen=True)
 class ReplyStats:
     """Numbers about one reply."""
 
@@ -33,6 +53,19 @@ class ReplyStats:
     reply_tokens: int
     ttft_s: float | None  # submit to first token; None when no token came
     duration_s: float  # submit to end
+    engine: EngineTimes | None = None  # None: the backend gives no timestamps (remote)
+
+    @property
+    def spent_tokens(self) -> int:
+        """What the reply cost, as a visitor's daily tokens count it: its prompt and reply."""
+        return self.prompt_tokens + self.reply_tokens
+
+    @property
+    def cached_share(self) -> float:
+        """The prompt's share read from the prefix cache (0 when not known)."""
+        if self.engine is None or not self.prompt_tokens:
+            return 0.0
+        return min(1.0, self.engine.cached_tokens / self.prompt_tokens)
 
     @property
     def tokens_per_s(self) -> float:

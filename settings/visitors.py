@@ -81,6 +81,14 @@ class AccessSettings(RecordedSettings):
         12, gt=0, le=24 * 30, description="How long a sign-in lasts before signing in again."
     )
     user_max_replies: int = Field(2, ge=1, description="Replies one user may run at once.")
+    daily_tokens: int = Field(
+        0,
+        ge=0,
+        description="Tokens one user (or, without sign-in, one address) may spend a day, "
+        "counted as the engine counts them (each reply's prompt and reply); the reply's "
+        "footer says what is left below a fifth of it, and a message past it is refused "
+        "politely until midnight (the server's TZ); 0: no limit.",
+    )
     max_chats_per_address: int = Field(
         50, ge=1, description="Chats one client address may hold open without sign-in."
     )

@@ -45,6 +45,7 @@ from .. import metrics
 from ..counts import Store, Tx
 from ..errors import LimitExceededError
 from .limits import WINDOW_S
+from .quota import DailyTokens
 
 __all__ = ["LOOK_S", "LeftLineError", "Place", "ReplyLine", "Ticket"]
 
@@ -101,9 +102,18 @@ class ReplyLine:
     """The visitors' limits and each core's slots and line (see the module's text)."""
 
     def __init__(
-        self, store: Store, *, core: int, max_replies: int, per_minute: int, slots: int, line: int
+        self,
+        store: Store,
+        *,
+        core: int,
+        max_replies: int,
+        per_minute: int,
+        slots: int,
+        line: int,
+        quota: DailyTokens | None = None,
     ) -> None:
         self._store = store
+        self.quota = quota  # the visitors' tokens a day, checked with their other limits
         self.clock = store.clock
         self.core, self.slots, self.line = core, slots, line
         self._max_replies = max_replies
@@ -123,6 +133,8 @@ class ReplyLine:
         owner = self._store.owner
         async with self._store.transaction() as tx:
             await self._count_message(tx, user, now)
+            if self.quota is not None:
+                await self.quota.check(tx, user)
             mine = await tx.total("SELECT COUNT(*) FROM counts_tickets WHERE visitor = ?", user)
             if mine >= self._max_replies:
                 raise LimitExceededError("replies", self._max_replies, retry_after_s=None)

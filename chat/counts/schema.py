@@ -27,6 +27,9 @@ CREATE TABLE IF NOT EXISTS counts_sign_outs (
   visitor TEXT NOT NULL, signed_in_at DOUBLE PRECISION NOT NULL,
   until DOUBLE PRECISION NOT NULL, PRIMARY KEY (visitor, signed_in_at)
 );
+CREATE TABLE IF NOT EXISTS counts_spent (
+  visitor TEXT NOT NULL, day TEXT NOT NULL, tokens BIGINT NOT NULL, PRIMARY KEY (visitor, day)
+);
 CREATE TABLE IF NOT EXISTS counts_owners (owner TEXT PRIMARY KEY, seen DOUBLE PRECISION NOT NULL);
 CREATE TABLE IF NOT EXISTS counts_buckets (
   rate TEXT NOT NULL, key TEXT NOT NULL, tokens DOUBLE PRECISION NOT NULL,

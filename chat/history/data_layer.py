@@ -34,10 +34,12 @@ from collections.abc import AsyncIterator
 from typing import Any, NoReturn
 
 from chainlit.data.sql_alchemy import SQLAlchemyDataLayer
-from chainlit.types import Feedback, ThreadDict
+from chainlit.types import Feedback, Pagination, ThreadDict, ThreadFilter
 
+from .. import metrics
 from ..access.peers import REQUEST_USER
 from ..chainlit_door import close_socket, context_session
+from .search import listed_threads
 from .thread_query import user_threads
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 THREAD_NAME_CHARS = 200  # the sidebar shows a line of it
+FEEDBACK_CHARS = 2000  # a feedback's comment (the page's dialog sends a few lines)
 
 
 class HistoryIdError(ConnectionRefusedError, ValueError):
@@ -97,6 +100,10 @@ class SafeDataLayer(SQLAlchemyDataLayer):
         self, user_id: str | None = None, thread_id: str | None = None
     ) -> list[ThreadDict] | None:
         return await user_threads(self, _optional(user_id, "user"), _optional(thread_id, "thread"))
+
+    async def list_threads(self, pagination: Pagination, filters: ThreadFilter) -> Any:
+        """A page of the user's chats, and its search (``chat.history.search``)."""
+        return await listed_threads(self, pagination, filters)
 
     async def get_thread_author(self, thread_id: str) -> str:
         return await super().get_thread_author(checked_id(thread_id, "thread"))
@@ -183,8 +190,12 @@ class SafeDataLayer(SQLAlchemyDataLayer):
             await self._require_owner(await self._thread_of("feedbacks", feedback.id))
         thread = await self._thread_of("steps", checked_id(feedback.forId, "step"))
         await self._require_owner(thread)
+        if feedback.value not in (0, 1) or len(feedback.comment or "") > FEEDBACK_CHARS:
+            raise HistoryIdError(f"feedback is 0 or 1, with at most {FEEDBACK_CHARS} characters")
         feedback.threadId = thread  # the step's own chat, not the one the client names
-        return await super().upsert_feedback(feedback)
+        stored = await super().upsert_feedback(feedback)
+        metrics.FEEDBACK.labels(value="up" if feedback.value == 1 else "down").inc()
+        return stored
 
     async def delete_feedback(self, feedback_id: str) -> bool:
         checked_id(feedback_id, "feedback")

@@ -21,6 +21,8 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
+from .search import create_search
+
 __all__ = ["create_schema"]
 
 logger = logging.getLogger(__name__)
@@ -196,6 +198,7 @@ async def create_schema(url: str) -> str:
                 await _prepare_sqlite(connection)
             for table in _TABLES:
                 await connection.execute(text(_create(table, dialect)))
+            await create_search(connection, dialect)
             return await _signed_since(connection)
     finally:
         await engine.dispose()

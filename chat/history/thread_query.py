@@ -19,10 +19,13 @@ from ..conversation import MAX_EXCHANGES
 if TYPE_CHECKING:
     from chainlit.data.sql_alchemy import SQLAlchemyDataLayer
 
-__all__ = ["THREAD_STEPS", "user_threads"]
+__all__ = ["THREAD_COLUMNS", "THREAD_STEPS", "user_threads", "with_steps"]
 
 THREAD_STEPS = 2 * MAX_EXCHANGES  # a chat's messages the model's history can hold
 
+THREAD_COLUMNS = (
+    't."id", t."createdAt", t."name", t."userId", t."userIdentifier", t."tags", t."metadata"'
+)
 _THREADS = text(
     """SELECT t."id", t."createdAt", t."name", t."userId", t."userIdentifier", t."tags",
         t."metadata", MAX(s."createdAt") AS "updatedAt"
@@ -88,6 +91,12 @@ async def user_threads(
     """The user's threads (or the one thread), newest first, with steps and elements."""
     limit = layer.user_thread_limit
     threads = await _rows(layer, _THREADS, user_id=user_id, thread_id=thread_id, limit=limit)
+    return await with_steps(layer, threads)
+
+
+async def with_steps(layer: SQLAlchemyDataLayer, threads: list[dict[str, Any]]) -> list[Any]:
+    """Threads' rows (in their order) as Chainlit's ``ThreadDict``, with each one's newest
+    ``THREAD_STEPS`` steps and its elements."""
     found: dict[str, Any] = {
         row["id"]: {
             "id": row["id"],

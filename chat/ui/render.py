@@ -13,6 +13,7 @@ from engine import (
     EngineState,
     EngineStatus,
     ReplyEnd,
+    ReplyStats,
 )
 
 from ..access.turns import Place
@@ -26,6 +27,7 @@ __all__ = [
     "footer",
     "footer_notes",
     "loading_text",
+    "time_split",
 ]
 
 
@@ -80,9 +82,11 @@ def footer_notes(
     reply_budget: int,
     lost: bool = False,
     context: int | None = None,
+    waited_s: float = 0.0,
 ) -> list[str]:
     """Notes on how the reply ended, and its stats (``lost``: it was stopped because the
-    chat's connection dropped; ``context``: the model's context in tokens, for the meter)."""
+    chat's connection dropped; ``context``: the model's context in tokens, for the meter;
+    ``waited_s``: its message's time in the app's line, for where its time went)."""
     if end is None:
         return []
     notes = []
@@ -102,9 +106,26 @@ def footer_notes(
             prompt=stats.prompt_tokens,
         )
     )
+    if stats.engine is not None:
+        notes.append(time_split(stats, t, waited_s=waited_s))
     if context:
         notes.append(context_note(end, t, context=context, reply_budget=reply_budget))
     return notes
+
+
+def time_split(stats: ReplyStats, t: Strings, *, waited_s: float) -> str:
+    """Where the reply's time went, as the engine saw it: waiting (the app's line and the
+    engine's queue), reading the prompt (with the share its prefix cache held), writing."""
+    engine = stats.engine
+    assert engine is not None
+    return t(
+        "time_split",
+        waited=f"{waited_s + engine.queued_s:.1f}",
+        reading=f"{engine.reading_s * 1000:.0f}",
+        cached=round(100 * stats.cached_share),
+        tokens=stats.reply_tokens,
+        writing=f"{engine.writing_s:.1f}",
+    )
 
 
 def line_text(place: Place, t: Strings) -> str:

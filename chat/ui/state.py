@@ -49,6 +49,7 @@ class ChatState:
     conversation: Conversation | None = None
     options: ChatOptions = field(default_factory=ChatOptions)
     request_id: str | None = None  # the reply being written, or None
+    waited_s: float = 0.0  # the next reply's message's time in the app's line
     last_reply: cl.Message | None = None  # the one a regenerate answers again
     gone: bool = False  # the page's socket went and has not come back
     undelivered: cl.Message | None = None  # a final form sent while it was gone

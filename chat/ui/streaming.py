@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import chainlit as cl
@@ -36,6 +36,7 @@ from .state import ChatState
 __all__ = [
     "EXPORT",
     "REGENERATE",
+    "Spend",
     "announce_engine",
     "follow_reply",
     "offer_buttons",
@@ -43,6 +44,10 @@ __all__ = [
     "stream_reply",
     "wait_in_line",
 ]
+
+# Counts a reply's tokens against its visitor's day: the tokens left and the day's, once
+# few are left (chat.access.quota); None: plenty, or no quota.
+Spend = Callable[[int], Awaitable[tuple[int, int] | None]]
 
 LOADING_REFRESH_S = 1.0
 FOLLOW_S = 0.2  # how often a reloaded page is shown its reply's new text
@@ -101,16 +106,19 @@ async def stream_reply(
     conversation: Conversation,
     state: ChatState,
     live: LiveReplies | None = None,
+    *,
+    spend: Spend | None = None,
 ) -> None:
     """The reply to ``turn`` (the message's id and text): thinking indicator until the
     first text, buffered chunks, then notes and stats; with ``live`` (the history is on),
-    a page reloaded meanwhile follows it."""
+    a page reloaded meanwhile follows it; ``spend`` counts its tokens against the
+    visitor's day."""
     reply = cl.Message(content="")
     session = cl.context.session
     user = getattr(session.user, "identifier", None)
     writing = None if live is None or user is None else live.writing(user, session.thread_id, reply)
     with writing or contextlib.nullcontext():
-        await _write(engine, settings, reply, turn, conversation, state)
+        await _write(engine, settings, reply, turn, conversation, (state, spend))
 
 
 async def follow_reply(state: ChatState, live: LiveReply) -> dict[str, Any] | None:
@@ -145,9 +153,9 @@ async def _write(
     reply: cl.Message,
     turn: tuple[str, str],
     conversation: Conversation,
-    state: ChatState,
+    chat: tuple[ChatState, Spend | None],
 ) -> None:
-    message_id, text = turn
+    (message_id, text), (state, spend) = turn, chat
     request_id, options = new_request_id(), state.options
     state.begin_reply(request_id)
     thinking = cl.Message(content=t("thinking"))
@@ -164,7 +172,7 @@ async def _write(
                     await reply.stream_token(event.text)
                 elif isinstance(event, ReplyEnd):
                     end = event
-                    metrics.record_reply(end)
+                    metrics.record_reply(end, waited_s=state.waited_s)
     except asyncio.CancelledError:  # the stop button or a closed chat: keep what was said
         if end is None:  # cancelled before the engine's abort came back (a reader asleep)
             metrics.record_cancelled_reply()
@@ -188,7 +196,9 @@ async def _write(
     # as the socket may come back (or go) while the final form is on its way.
     state.delivered(reply)
     budget = options.reply_budget(settings)
-    await _finish(state, reply, thinking, end, (budget, engine.context_tokens), lost=lost)
+    sizes = (budget, engine.context_tokens, state.waited_s)
+    left = None if spend is None or end is None else await spend(end.stats.spent_tokens)
+    await _finish(state, reply, thinking, end, sizes, lost=lost, quota_left=left)
     state.delivered(reply)
 
 
@@ -197,20 +207,27 @@ async def _finish(
     reply: cl.Message,
     thinking: cl.Message,
     end: ReplyEnd | None,
-    sizes: tuple[int, int],
+    sizes: tuple[int, int, float],
     *,
     lost: bool,
+    quota_left: tuple[int, int] | None = None,
 ) -> None:
     """The reply's last form: a note when the model wrote no text, then the footer
-    (``sizes``: the reply's budget and the model's context, in tokens)."""
+    (``sizes``: the reply's budget and the model's context, in tokens, and the time its
+    message waited in line; ``quota_left``: the day's tokens left, and the day's, when
+    few are)."""
     if not reply.streaming:
         await _hide(thinking)
         if end is not None and end.finish_reason != "abort":
             # The model wrote only tokens without text (special ones): say so.
             await reply.stream_token(t("no_text"))
     strings = chat_strings()
-    budget, context = sizes
-    notes = footer_notes(end, strings, reply_budget=budget, lost=lost, context=context)
+    budget, context, waited_s = sizes
+    notes = footer_notes(
+        end, strings, reply_budget=budget, lost=lost, context=context, waited_s=waited_s
+    )
+    if quota_left is not None:
+        notes.append(strings("quota_left", left=quota_left[0], limit=quota_left[1]))
     reply.content = final_reply(reply.content, notes)
     reply.metadata = {**(reply.metadata or {}), NOTES_KEY: notes}  # for an export
     await _last_reply_is(state, reply, sent=False)

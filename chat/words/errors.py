@@ -29,6 +29,9 @@ def error_text(exc: Exception, t: Strings) -> str | None:
     if isinstance(exc, LimitExceededError):
         if exc.limit == "busy":
             return t("busy")
+        if exc.limit == "daily_tokens":
+            hours = max(1, math.ceil((exc.retry_after_s or 0) / 3600))
+            return t("limit_daily_tokens", limit=exc.value, hours=hours)
         if exc.retry_after_s is None:
             return t("limit_replies", limit=exc.value)
         seconds = max(1, math.ceil(exc.retry_after_s))

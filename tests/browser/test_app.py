@@ -325,6 +325,32 @@ async def test_export_downloads_the_chat_as_markdown_and_json(
     await chat.close()
 
 
+@pytest.mark.parametrize(
+    ("locale", "words"),
+    [
+        ("en-US", ("⏱ waited", "read the prompt in", "from cache", "wrote")),
+        ("zh-CN", ("⏱ 等待", "读取提示", "来自缓存", "写出")),
+    ],
+)
+async def test_a_replys_footer_says_where_its_time_went(
+    app_server: AppServer, browser: Browser, locale: str, words: tuple[str, ...]
+) -> None:
+    """Waiting, reading the prompt (and the share from the prefix cache) and writing, as
+    the engine timed them: the same question twice, the second read from the cache."""
+    chat = await Chat.open(browser, app_server.url, locale=locale)
+    await chat.set_max_tokens(32)
+    done = chat.assistant().filter(has_text=words[0])
+    for count in (1, 2):
+        await chat.send("时间都去哪儿了")
+        await expect(done).to_have_count(count, timeout=120_000)
+    footer = await done.last.inner_text()
+    assert all(word in footer for word in words), footer
+    cached = re.search(r"[（(](\d+)%", footer)
+    assert cached is not None and int(cached.group(1)) > 0, footer
+    await chat.page.screenshot(path=screenshot_path(f"time-split-{locale}.png"))
+    await chat.close()
+
+
 @pytest.mark.parametrize(("locale", "stats"), [("en-US", STATS_LINE), ("zh-CN", "首词元")])
 async def test_math_renders_and_money_stays_text(
     app_server: AppServer, browser: Browser, locale: str, stats: str

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from chat.access.limits import SignInAttempts, SignOuts
+from chat.access.quota import DailyTokens
 from chat.access.rates import Rate
 from chat.access.sessions import ChatCount
 from chat.access.turns import ReplyLine
@@ -169,3 +170,17 @@ async def _one_lease(store: Store, every_s: float) -> None:
     await asyncio.sleep(0.05)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_visitors_tokens_a_day_count_over_both(stores: Opener) -> None:
+    one, other = DailyTokens(stores("w0"), per_day=1000), DailyTokens(stores("w1"), per_day=1000)
+    assert await one.spend("user:kim", 700) == pytest.approx(0.3)
+    assert await other.spend("user:kim", 200) == pytest.approx(0.1)  # the same day's
+    line = ReplyLine(stores("w2"), core=0, max_replies=9, per_minute=99, slots=9, line=0)
+    line.quota = one
+    await line.admit("user:kim", now=0.0)  # 100 left: a message may still go
+    await other.spend("user:kim", 150)
+    with pytest.raises(LimitExceededError) as spent:
+        await line.admit("user:kim", now=1.0)
+    assert spent.value.limit == "daily_tokens" and 0 < (spent.value.retry_after_s or 0) <= 86400
+    await line.admit("user:lee", now=1.0)  # another visitor's day is theirs

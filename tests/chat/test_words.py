@@ -20,6 +20,7 @@ from chat.ui.render import (
     footer,
     footer_notes,
     line_text,
+    time_split,
 )
 from chat.words import Strings, error_text, i18n, strings_for
 from engine import (
@@ -27,6 +28,7 @@ from engine import (
     EngineRestartingError,
     EngineState,
     EngineStatus,
+    EngineTimes,
     GenerationError,
     MessageRefusedError,
     PromptTooLongError,
@@ -112,6 +114,15 @@ def end(
     return ReplyEnd(reason, stats, dropped)  # type: ignore[arg-type]
 
 
+def test_the_footer_says_where_the_replys_time_went_when_the_engine_timed_it(t: Strings) -> None:
+    timed = ReplyStats(200, 64, 0.3, 1.0, EngineTimes(0.25, 0.012, 0.63, 160))
+    split = t("time_split", waited="0.7", reading="12", cached=80, tokens=64, writing="0.6")
+    assert time_split(timed, t, waited_s=0.45) == split
+    notes = footer_notes(ReplyEnd("stop", timed), t, reply_budget=64, waited_s=0.45)
+    assert notes[-1] == split and "⏱" in split
+    assert not any("⏱" in note for note in footer_notes(end("stop"), t, reply_budget=64))
+
+
 def test_footer_notes_how_the_reply_ended_and_its_stats(t: Strings) -> None:
     cut = footer(end("length", dropped=2), t, reply_budget=64)
     assert t("cut_by_length", max_tokens=64) in cut and t("dropped_turns", count=2) in cut
@@ -134,6 +145,11 @@ def test_footer_notes_how_the_reply_ended_and_its_stats(t: Strings) -> None:
             LimitExceededError("per_minute", 20, retry_after_s=4.2),
             "limit_per_minute",
             {"limit": 20, "seconds": 5},
+        ),
+        (
+            LimitExceededError("daily_tokens", 200_000, retry_after_s=3 * 3600 + 1),
+            "limit_daily_tokens",
+            {"limit": 200_000, "hours": 4},
         ),
         (MessageRefusedError("empty", 0, 1), "refused_empty", {"size": 0, "limit": 1}),
         (PromptTooLongError(900, 800), "too_long", {"tokens": 900, "limit": 800}),

@@ -56,6 +56,28 @@ async def test_chinese_message_streams_a_reply(running: RunningEngine) -> None:
     assert "\ufffd" not in text_of(events)  # whole-character tokenizer: never garbage
 
 
+async def test_a_replys_time_is_split_as_the_engine_saw_it(running: RunningEngine) -> None:
+    """vLLM's own timestamps of the request: its queue, the prompt's prefill, the writing;
+    the same prompt again is read from the prefix cache."""
+    engine, question = running.engine, "请用一句话介绍一下上海的历史和文化。"
+    ends = []
+    for _ in range(2):
+        events = await collect(
+            engine.chat(
+                [], question, request_id=new_request_id(), options=ChatOptions(max_tokens=16)
+            )
+        )
+        assert isinstance(events[-1], ReplyEnd)
+        ends.append(events[-1].stats)
+    first, again = ends
+    for stats in ends:
+        times = stats.engine
+        assert times is not None and times.reading_s > 0 and times.writing_s > 0
+        assert times.queued_s >= 0 and times.reading_s + times.writing_s < stats.duration_s
+    assert again.engine is not None and again.engine.cached_tokens > 0, again
+    assert again.cached_share > first.cached_share
+
+
 async def test_length_finish_and_fewer_chunks_than_tokens(running: RunningEngine) -> None:
     engine = running.engine
     prompt = engine.build_prompt([], "写一首长诗").token_ids

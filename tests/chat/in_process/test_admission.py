@@ -124,3 +124,32 @@ async def test_a_message_is_checked_once_and_the_checked_text_reaches_the_engine
         assert cleaned == ["once\r\nonly"]  # at the front door, not again in the engine
         assert isinstance(engine.requests[0].text, CheckedText)
         assert engine.requests[0].text == "once\nonly"
+
+
+@pytest.mark.parametrize(
+    ("language", "left", "spent"),
+    [
+        ("en-US", "0 of today's 100 tokens left", "You have used today's 100 tokens"),
+        ("zh-CN", "今日额度剩余 0 / 100 个词元", "今天的 100 个词元额度已用完"),
+    ],
+)
+async def test_a_visitors_tokens_a_day_are_shown_when_few_then_refused_politely(
+    language: str, left: str, spent: str
+) -> None:
+    """``ERNIE_DAILY_TOKENS``: each reply spends its prompt and reply (the mock counts a
+    character a token); below a fifth left the footer says so, past it the next message
+    is refused in words, and another visitor's day is their own."""
+    engine = mock_engine(reply="好" * 30, daily_tokens=100)
+    async with app_on(engine) as app:
+        page = app.open_page(language=language)
+        await page.connect()
+        await page.send("一二三四五")  # 5 + 30 spent: 65 left, nothing said
+        assert left[2:8] not in page.texts()[-1]  # no tokens-left note yet
+        await page.send("六七八九十")  # 40 + 30 more: 105 spent
+        assert left in page.texts()[-1]
+        await refused(page, message_payload("再来一次"), spent)
+        assert len(engine.requests) == 2
+        other = app.open_page(address="127.0.0.3", language=language)
+        await other.connect()
+        await other.send("我是别人")
+        assert len(engine.requests) == 3

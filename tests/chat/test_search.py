@@ -1,0 +1,121 @@
+"""The sidebar's list and its search (``chat.history.search``) on the data layer itself,
+on SQLite (FTS5, trigram) and PostgreSQL (pg_trgm): Chinese found by any run of its
+characters, short or long, only the user's own chats, a page at a time, newest first."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chainlit.types import Pagination, ThreadFilter
+from sqlalchemy import text
+
+from chat.history.data_layer import SafeDataLayer
+from chat.history.schema import create_schema
+from settings.urls import database_url
+from testing.history import new_database
+from testing.programs import needs
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=needs("initdb", "postgresql"))])
+async def layer(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SafeDataLayer]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'history.db'}"
+    else:
+        url = await new_database(request.getfixturevalue("postgres_url"), f"s_{uuid.uuid4().hex}")
+    url = database_url(url)
+    await create_schema(url)
+    made = SafeDataLayer(conninfo=url)
+    yield made
+    await made.engine.dispose()
+
+
+async def seed(layer: SafeDataLayer, user: str, chats: list[list[str]]) -> tuple[str, list[str]]:
+    """A user and ``chats`` (each its messages' texts), the first oldest; the user's id and
+    the chats' ids."""
+    postgres = layer.engine.dialect.name == "postgresql"
+    ident: Any = uuid.UUID if postgres else str
+    user_id, ids = str(uuid.uuid4()), [str(uuid.uuid4()) for _ in chats]
+    async with layer.engine.begin() as db:
+        await db.execute(
+            text('INSERT INTO users ("id", "identifier", "metadata") VALUES (:id, :name, \'{}\')'),
+            {"id": ident(user_id), "name": user},
+        )
+        for n, (thread, texts) in enumerate(zip(ids, chats, strict=True)):
+            await db.execute(
+                text('INSERT INTO threads ("id", "userId", "name") VALUES (:id, :user, :name)'),
+                {"id": ident(thread), "user": ident(user_id), "name": texts[0][:20]},
+            )
+            for m, said in enumerate(texts):
+                await db.execute(
+                    text(
+                        'INSERT INTO steps ("id", "name", "type", "threadId", "streaming", '
+                        "\"output\", \"createdAt\") VALUES (:id, 'x', 'user_message', :thread, "
+                        "false, :output, :at)"
+                    ),
+                    {
+                        "id": ident(str(uuid.uuid4())),
+                        "thread": ident(thread),
+                        "output": said,
+                        "at": f"2026-12-{1 + n // 24:02d}T{n % 24:02d}:00:{m:02d}.000000Z",
+                    },
+                )
+    return user_id, ids
+
+
+async def found(
+    layer: SafeDataLayer, user_id: str, search: str | None = None, **page: Any
+) -> list[str]:
+    listed = await layer.list_threads(
+        Pagination(first=page.get("first", 20), cursor=page.get("cursor")),
+        ThreadFilter(userId=user_id, search=search),
+    )
+    return [thread["id"] for thread in listed.data]
+
+
+CHATS = [
+    ["我的猫叫小花，它很可爱。", "小花喜欢晒太阳。"],
+    ["今天北京天气怎么样？", "北京今天晴。"],
+    ["How do I cook rice?", "Rinse it, then 1:1.2 water."],
+    ["打折 50% 的商品", "好的"],
+]
+
+
+async def test_chinese_is_found_by_any_run_of_its_characters_in_the_users_own_chats(
+    layer: SafeDataLayer,
+) -> None:
+    alice, (cat, weather, rice, sale) = await seed(layer, "alice", CHATS)
+    await seed(layer, "bob", [["我的猫叫小花"], ["北京天气"]])  # the same words: not hers
+    assert await found(layer, alice, "小花") == [cat]  # two characters: a scan of hers
+    assert await found(layer, alice, "猫叫小花") == [cat]  # an index's lookup
+    assert await found(layer, alice, "北京今天晴") == [weather]  # in a reply, too
+    assert await found(layer, alice, "RICE") == [rice]  # case does not matter
+    assert await found(layer, alice, "50%") == [sale] and await found(layer, alice, "%") == [sale]
+    assert await found(layer, alice, "上海") == []
+    assert set(await found(layer, alice)) == {cat, weather, rice, sale}
+
+
+async def test_the_list_is_a_page_at_a_time_newest_first(layer: SafeDataLayer) -> None:
+    user, ids = await seed(layer, "carol", [[f"第 {n} 个对话"] for n in range(7)])
+    newest_first, cursor, pages = list(reversed(ids)), None, []
+    while True:
+        listed = await layer.list_threads(
+            Pagination(first=3, cursor=cursor), ThreadFilter(userId=user)
+        )
+        pages.append([thread["id"] for thread in listed.data])
+        if not listed.pageInfo.hasNextPage:
+            break
+        cursor = listed.pageInfo.endCursor
+    assert pages == [newest_first[:3], newest_first[3:6], newest_first[6:]]
+
+
+async def test_an_edited_or_deleted_message_is_found_as_it_is_now(layer: SafeDataLayer) -> None:
+    user, (chat,) = await seed(layer, "dave", [["原来的话题：红烧肉"]])
+    async with layer.engine.begin() as db:
+        await db.execute(text("UPDATE steps SET \"output\" = '改过的话题：清蒸鱼'"))
+    assert await found(layer, user, "红烧肉") == [] and await found(layer, user, "清蒸鱼") == [chat]
+    await layer.delete_thread(chat)
+    assert await found(layer, user, "清蒸鱼") == []
