@@ -69,6 +69,8 @@ def chat_entries(steps: Iterable[Mapping[str, Any]], seal: ExchangeSigner) -> li
     with its notes. Passing notices (loading, refusals) are no exchange and are left out."""
     asked: dict[str, str | None] = {}
     entries: list[Entry] = []
+    steps = list(steps)
+    runs = {str(step.get("id")): step for step in steps if step.get("type") == "run"}
     for step in steps:
         if step.get("type") == "user_message":
             asked[str(step.get("id"))] = step.get("createdAt")
@@ -80,7 +82,8 @@ def chat_entries(steps: Iterable[Mapping[str, Any]], seal: ExchangeSigner) -> li
         when = asked.get(str(exchange.get("message_id")), step.get("createdAt"))
         entries.append(Entry("user", str(exchange.get("user_text", "")), when))
         reply = str(exchange.get("reply_text", ""))
-        entries.append(Entry("assistant", reply, step.get("createdAt"), notes, _feedback(step)))
+        run = runs.get(str(step.get("parentId")), step)  # a reply's feedback is its run's
+        entries.append(Entry("assistant", reply, step.get("createdAt"), notes, _feedback(run)))
     return entries
 
 

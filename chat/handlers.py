@@ -44,6 +44,7 @@ from .ui.streaming import (
     announce_engine,
     follow_reply,
     offer_buttons,
+    remove_reply,
     show_notice,
     stream_reply,
     wait_in_line,
@@ -176,7 +177,7 @@ async def regenerate(_: cl.Action) -> None:
         await send_error(exc)
         return
     state.replace_last_reply(None)
-    await reply.remove()
+    await remove_reply(reply)
     message_id, text = last
     conversation.rewind_to(message_id)
     task = run_as_task(session, answer_when_ready(message_id, text, conversation, ticket))

@@ -106,7 +106,9 @@ class SafeDataLayer(SQLAlchemyDataLayer):
         return await listed_threads(self, pagination, filters)
 
     async def get_thread_author(self, thread_id: str) -> str:
-        return await super().get_thread_author(checked_id(thread_id, "thread"))
+        """The chat's user; "" for no such chat (Chainlit's raised: a 500 and a traceback
+        for a page that asked for its new chat before its first write was stored)."""
+        return (await self._owners(checked_id(thread_id, "thread")))[1] or ""
 
     async def get_thread(self, thread_id: str) -> ThreadDict | None:
         """The chat, if it is the requester's (another user's reads as none)."""

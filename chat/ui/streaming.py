@@ -40,6 +40,7 @@ __all__ = [
     "announce_engine",
     "follow_reply",
     "offer_buttons",
+    "remove_reply",
     "show_notice",
     "stream_reply",
     "wait_in_line",
@@ -111,9 +112,13 @@ async def stream_reply(
 ) -> None:
     """The reply to ``turn`` (the message's id and text): thinking indicator until the
     first text, buffered chunks, then notes and stats; with ``live`` (the history is on),
-    a page reloaded meanwhile follows it; ``spend`` counts its tokens against the
-    visitor's day."""
-    reply = cl.Message(content="")
+    a page reloaded meanwhile follows it, and the reply is the child of a run of its own
+    (Chainlit shows 👍 / 👎 under a run's reply, and keeps the feedback on the run);
+    ``spend`` counts its tokens against the visitor's day."""
+    run = None if live is None else cl.Step(name="reply", type="run", show_input=False)
+    if run is not None:
+        await run.send()
+    reply = cl.Message(content="", parent_id=None if run is None else run.id)
     session = cl.context.session
     user = getattr(session.user, "identifier", None)
     writing = None if live is None or user is None else live.writing(user, session.thread_id, reply)
@@ -250,6 +255,13 @@ async def _last_reply_is(state: ChatState, reply: cl.Message | None, *, sent: bo
     ]
     for action in reply.actions if sent else ():
         await action.send(for_id=reply.id)
+
+
+async def remove_reply(reply: cl.Message) -> None:
+    """A reply gone from the chat and the history, with its run (its feedback's holder)."""
+    await reply.remove()
+    if reply.parent_id:
+        await cl.Step(name="reply", type="run", id=reply.parent_id).remove()
 
 
 async def _show(notice: cl.Message) -> None:

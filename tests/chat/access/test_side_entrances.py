@@ -134,6 +134,17 @@ async def test_an_action_that_is_no_button_gets_a_short_refusal(signed_app: AppS
     assert "Traceback" not in signed_app.log.read_text(errors="replace")
 
 
+async def test_a_chat_that_is_not_stored_yet_is_a_404_not_a_traceback(
+    signed_app: AppServer,
+) -> None:
+    """A page that asks for its new chat before its first write is stored (a reload at
+    once) got a 500 and a traceback in the log (Chainlit's author lookup raised)."""
+    cookie = header_sign_in(signed_app.url, "side-nora")
+    with http_client(visitor()) as http:
+        answer = http.get(f"{signed_app.url}/project/thread/{uuid.uuid4()}", headers=cookie)
+    assert answer.status_code == 404 and len(answer.text) < 200, answer.text
+
+
 def _steps(url: str, cookie: dict[str, str]) -> list[dict[str, object]]:
     return [step for thread in listed_threads(url, cookie) for step in thread["steps"]]
 
