@@ -43,7 +43,16 @@ from .chainlit_door import (
 from .conversation import NOTES_KEY, ExchangeSigner, signed_exchange, step_metadata
 from .words import DEFAULT_LANGUAGE, strings_for
 
-__all__ = ["FORMATS", "Entry", "Exports", "as_json", "chat_entries", "markdown", "register"]
+__all__ = [
+    "FORMATS",
+    "Entry",
+    "Exports",
+    "as_json",
+    "chat_entries",
+    "entries_of",
+    "markdown",
+    "register",
+]
 
 FORMATS = {"chat.md": "text/markdown; charset=utf-8", "chat.json": "application/json"}
 EXPORT_PATH = "/export/{token}/{name}"
@@ -165,7 +174,7 @@ def _steps_of(session: Any) -> Iterable[Mapping[str, Any]]:
     return [message.to_dict() for message in chat_messages(session.id)]
 
 
-async def _entries(session: Any, seal: ExchangeSigner) -> list[Entry]:
+async def entries_of(session: Any, seal: ExchangeSigner) -> list[Entry]:
     """The chat's exchanges: from the history when it is kept there (the user's own chat:
     the data layer reads no other), else the session's."""
     layer = data_layer()
@@ -199,7 +208,7 @@ def register(exports: Callable[[], Exports], seal: Callable[[], ExchangeSigner])
         if refused is not None:
             return refused
         t = strings_for(getattr(session, "language", None) or DEFAULT_LANGUAGE)
-        entries = await _entries(session, seal())
+        entries = await entries_of(session, seal())
         title = t("export_title")
         names = {"user": t("export_you"), "assistant": t("export_model")}
         if name == "chat.json":

@@ -30,7 +30,7 @@ from chainlit.types import ThreadDict
 from engine import ChatClient, ReplySlots
 from settings.settings import AUTH_SECRET, Settings
 
-from . import chainlit_door, export, routes
+from . import chainlit_door, export, routes, sharing
 from .access import guards, origins, sign_in
 from .access.admission import Admission
 from .access.front_door import FrontDoor
@@ -188,6 +188,7 @@ def configure(
     token = settings.ops_token.get_secret_value().encode() if settings.ops_token else None
     routes.register(engine, token, trust)
     export.register(lambda: runtime().exports, lambda: runtime().seal)
+    sharing.register(settings, lambda: runtime().seal)
     return current
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Self
+from typing import Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -76,6 +76,15 @@ class AccessSettings(RecordedSettings):
         description="Where the visitors' limits, the line and the sign-in tries are counted, "
         "for app replicas on several machines: postgresql://USER:PASSWORD@HOST:PORT/DB (the "
         "history's database will do); unset: on this box (a group's workers share a file).",
+    )
+    share_links: Literal["off", "signed-in", "anyone"] = Field(
+        "signed-in",
+        description="Read-only links a signed-in user may make to a chat (the button under "
+        "the last reply; the chat as it was then): readable by signed-in users, by anyone "
+        "holding the link, or off. Needs the history.",
+    )
+    share_days: float = Field(
+        7, gt=0, le=365, description="How long a chat's read-only link works, in days."
     )
     session_hours: float = Field(
         12, gt=0, le=24 * 30, description="How long a sign-in lasts before signing in again."

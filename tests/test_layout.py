@@ -96,8 +96,9 @@ def test_the_engines_rooms_import_downward_only(room: str) -> None:
 # chat/ from the top floor down: each may import only what stands below it (words and the
 # errors the rooms share at the bottom; Chainlit's door beneath every room).
 CHAT_FLOORS = (
-    "chat", "chat.handlers", "chat.lifecycle", "chat.runtime", "chat.history", "chat.ui",
-    "chat.routes", "chat.__main__", "chat.export", "chat.access", "chat.arrival", "chat.words",
+    "chat", "chat.handlers", "chat.lifecycle", "chat.runtime", "chat.sharing", "chat.history",
+    "chat.ui", "chat.routes", "chat.__main__", "chat.export", "chat.access", "chat.arrival",
+    "chat.words",
     "chat.conversation", "chat.chainlit_door", "chat.metrics", "chat.counts", "chat.errors",
 )  # fmt: skip
 

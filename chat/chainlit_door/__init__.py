@@ -49,6 +49,7 @@ from .server import (
     run_action,
     set_cors_origins,
     sql_rows,
+    sql_run,
     using_data_layer,
 )
 from .sockets import (
@@ -114,6 +115,7 @@ __all__ = [
     "set_cors_origins",
     "size_frames",
     "sql_rows",
+    "sql_run",
     "trim_chat_messages",
     "update_step",
     "using_data_layer",

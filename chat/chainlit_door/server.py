@@ -32,6 +32,7 @@ __all__ = [
     "run_action",
     "set_cors_origins",
     "sql_rows",
+    "sql_run",
     "using_data_layer",
 ]
 
@@ -133,6 +134,15 @@ async def sql_rows(layer: SQLAlchemyDataLayer, query: Any, **values: Any) -> lis
         result = await session.execute(query, values)
         rows = [dict(row._mapping) for row in result.fetchall()]
     return list(layer.clean_result(rows))
+
+
+async def sql_run(layer: SQLAlchemyDataLayer, query: Any, **values: Any) -> int:
+    """Run one writing statement on the data layer's own session, committed; the rows it
+    changed."""
+    async with layer.async_session() as session:
+        result = await session.execute(query, values)
+        await session.commit()
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
 @contextlib.contextmanager

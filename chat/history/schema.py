@@ -22,6 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from .search import create_search
+from .shares import SHARES_TABLE
 
 __all__ = ["create_schema"]
 
@@ -199,6 +200,7 @@ async def create_schema(url: str) -> str:
             for table in _TABLES:
                 await connection.execute(text(_create(table, dialect)))
             await create_search(connection, dialect)
+            await connection.execute(text(SHARES_TABLE))
             return await _signed_since(connection)
     finally:
         await engine.dispose()

@@ -24,7 +24,7 @@ from settings.settings import Settings
 
 from .. import metrics
 from ..access.turns import Place, ReplyLine, Ticket
-from ..chainlit_door import delete_step, send_step, update_step
+from ..chainlit_door import action_names, delete_step, send_step, update_step
 from ..conversation import NOTES_KEY, Conversation
 from ..words import chat_strings, t
 from .failures import send_error
@@ -36,6 +36,7 @@ from .state import ChatState
 __all__ = [
     "EXPORT",
     "REGENERATE",
+    "SHARE",
     "Spend",
     "announce_engine",
     "follow_reply",
@@ -54,6 +55,7 @@ LOADING_REFRESH_S = 1.0
 FOLLOW_S = 0.2  # how often a reloaded page is shown its reply's new text
 REGENERATE = "regenerate"  # the actions under the last reply (chat.handlers)
 EXPORT = "export"
+SHARE = "share"  # where sharing is on (chat.sharing registers it)
 
 
 async def announce_engine(engine: ChatClient, settings: Settings) -> None:
@@ -249,9 +251,12 @@ async def _last_reply_is(state: ChatState, reply: cl.Message | None, *, sent: bo
         before.actions = []
     if reply is None:
         return
+    buttons = [(REGENERATE, "refresh-cw"), (EXPORT, "download")]
+    if SHARE in action_names() and getattr(cl.context.session.user, "identifier", None):
+        buttons.append((SHARE, "link"))
     reply.actions = [
         cl.Action(name=name, payload={}, label=t(name), tooltip=t(f"{name}_tooltip"), icon=icon)
-        for name, icon in ((REGENERATE, "refresh-cw"), (EXPORT, "download"))
+        for name, icon in buttons
     ]
     for action in reply.actions if sent else ():
         await action.send(for_id=reply.id)

@@ -5,7 +5,8 @@ SQLite history; ``tests/chat/test_search.py`` holds the search on PostgreSQL too
 * the sidebar's search finds a chat by two Chinese characters of any of its messages,
   and none of another user's;
 * 👍 / 👎 on a reply, with a comment: stored with the reply (the sidebar's data and the
-  export's JSON), counted in ``/metrics``."""
+  export's JSON), counted in ``/metrics``;
+* the Share button: a read-only link another signed-in user opens."""
 
 from __future__ import annotations
 
@@ -25,8 +26,13 @@ from testing.visitors import visitor
 pytestmark = pytest.mark.engine
 
 WORDS = {
-    "en-US": {"stats": STATS_LINE, "search": "Search conversations..."},
-    "zh-CN": {"stats": "首词元", "search": "搜索会话..."},
+    "en-US": {
+        "stats": STATS_LINE,
+        "search": "Search conversations...",
+        "share": "Share",
+        "title": "A shared chat",
+    },
+    "zh-CN": {"stats": "首词元", "search": "搜索会话...", "share": "分享", "title": "分享的对话"},
 }
 
 
@@ -94,3 +100,27 @@ async def test_a_thumbs_up_with_a_comment_is_kept_with_the_reply_and_counted(
     async with ChatClient.connect(url, headers=cookie, thread_id=thread["id"]) as again:
         _, body = await exported(again)
     assert '"value": 1' in body and comment in body, body
+
+
+@pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
+async def test_the_share_button_makes_a_read_only_link_another_user_opens(
+    signed_app: AppServer, browser: Browser, locale: str
+) -> None:
+    url, words, said = signed_app.url, WORDS[locale], "请把这段对话分享给同事。"
+    chat = await Chat.open(browser, url, locale, headers=named(f"sam-{locale}") | PROXY)
+    await chat.set_max_tokens(32)
+    await chat.send(said)
+    await expect(chat.assistant().filter(has_text=words["stats"])).to_have_count(1, timeout=120_000)
+    await chat.page.get_by_role("button", name=words["share"], exact=True).last.click()
+    link = chat.page.locator("a[href^='/shared/']")
+    await expect(link).to_have_count(1, timeout=15_000)
+    path = await link.get_attribute("href")
+    await chat.page.screenshot(path=screenshot_path(f"share-{locale}.png"))
+    await chat.close()
+    reader = await Chat.open(browser, url, locale, headers=named("tom") | PROXY)  # signed in
+    page = reader.page
+    await page.goto(f"{url}{path}")
+    await expect(page.get_by_role("heading", level=1)).to_have_text(words["title"])
+    await expect(page.get_by_text(said)).to_have_count(1)
+    await page.screenshot(path=screenshot_path(f"shared-page-{locale}.png"))
+    await reader.close()

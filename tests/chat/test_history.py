@@ -36,6 +36,7 @@ from testing import accounts
 from testing.accounts import listed_chats
 from testing.browser import STATS_LINE
 from testing.chat_client import ChatClient, Reply, wait_ready
+from testing.exports import press, shared_link
 from testing.history import HistoryApp, history_app
 from testing.polling import until
 from testing.servers import Server, free_port
@@ -283,6 +284,37 @@ async def test_a_user_changes_nothing_of_anothers_chat(history: HistoryApp) -> N
     shared = httpx.put(f"{app.url}/project/thread/share", json=share, headers=dave)
     assert shared.status_code == 404
     assert httpx.get(f"{app.url}/project/share/{thread['id']}").status_code == 404
+
+
+async def test_a_shared_link_shows_the_chat_as_it_was_to_signed_in_users_until_stopped(
+    history: HistoryApp,
+) -> None:
+    """Made by the chat's user alone, read by another signed-in user, by no one without
+    sign-in, never by a made-up token; escaped, with no way to anything else; stopped by
+    its owner only."""
+    app = history.app
+    assert app is not None
+    await wait_ready(app.url, 300)
+    dave, erin = sign_in(app.url, "dave"), sign_in(app.url, "erin")
+    async with ChatClient.connect(app.url, headers=dave) as chat:
+        assert (await chat.send("分享前的话 <script>x()</script>", timeout_s=120)).error is None
+        link = await shared_link(chat)
+        assert link is not None
+        assert (await chat.send("分享后的话", timeout_s=120)).error is None
+        page = httpx.get(app.url + link, headers=erin, timeout=10)
+        assert page.status_code == 200 and "分享前的话 &lt;script&gt;" in page.text
+        assert "分享后的话" not in page.text  # the chat as it was when shared
+        assert not any(tag in page.text for tag in ("<script", "<form", "href=", "/thread/"))
+        assert httpx.get(app.url + link, timeout=10).status_code == 401  # signed-in only
+        guessed = link[:-6] + ("AAAAAA" if not link.endswith("AAAAAA") else "BBBBBB")
+        assert httpx.get(app.url + guessed, headers=dave, timeout=10).status_code == 404
+        async with ChatClient.connect(app.url, headers=erin, thread_id=chat.thread_id) as named:
+            assert await shared_link(named) is None  # his chat's id gave her a new, empty one
+            assert (await named.send("我的话", timeout_s=120)).error is None
+            assert "0" in await press(named, "stop_sharing")  # hers had no link to stop
+        assert httpx.get(app.url + link, headers=erin, timeout=10).status_code == 200
+        assert "1" in await press(chat, "stop_sharing")
+    assert httpx.get(app.url + link, headers=dave, timeout=10).status_code == 404
 
 
 async def add_steps(url: str, thread_id: str, count: int) -> None:

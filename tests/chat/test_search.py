@@ -1,6 +1,7 @@
 """The sidebar's list and its search (``chat.history.search``) on the data layer itself,
 on SQLite (FTS5, trigram) and PostgreSQL (pg_trgm): Chinese found by any run of its
-characters, short or long, only the user's own chats, a page at a time, newest first."""
+characters, short or long, only the user's own chats, a page at a time, newest first;
+and the shared links' records (``chat.history.shares``): ended, stopped, the owner's."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from sqlalchemy import text
 
 from chat.history.data_layer import SafeDataLayer
 from chat.history.schema import create_schema
+from chat.history.shares import create_share, read_share, stop_shares
 from settings.urls import database_url
 from testing.history import new_database
 from testing.programs import needs
@@ -119,3 +121,15 @@ async def test_an_edited_or_deleted_message_is_found_as_it_is_now(layer: SafeDat
     assert await found(layer, user, "红烧肉") == [] and await found(layer, user, "清蒸鱼") == [chat]
     await layer.delete_thread(chat)
     assert await found(layer, user, "清蒸鱼") == []
+
+
+async def test_a_shared_link_ends_and_is_stopped_by_its_owner_only(layer: SafeDataLayer) -> None:
+    _, (chat,) = await seed(layer, "erin", [["分享这个"]])
+    live = await create_share(layer, chat, "erin", "[]", days=1)
+    ended = await create_share(layer, chat, "erin", "[]", days=1e-9)
+    assert await read_share(layer, live) is not None and await read_share(layer, ended) is None
+    assert await read_share(layer, "x" * 32) is None and await read_share(layer, "") is None
+    assert await stop_shares(layer, chat, "mallory") == 0  # not his links to stop
+    assert await read_share(layer, live) is not None
+    assert await stop_shares(layer, chat, "erin") == 1
+    assert await read_share(layer, live) is None
