@@ -16,6 +16,13 @@ if ! command -v chromium >/dev/null 2>&1 || ! fc-list | grep -qi "Noto Sans CJK"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk \
     fonts-noto-color-emoji postgresql haproxy buildah podman mmdebstrap >/dev/null
 fi
+# Company sign-in's tests: a real OpenID Connect provider (panva's node-oidc-provider,
+# pinned in testing/oidc/package-lock.json) on Node.js.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+[[ -d testing/oidc/node_modules ]] || npm ci --prefix testing/oidc --no-audit --no-fund --silent
 export TESTS_NEED_PROGRAMS=all  # installed above: a test that needs one fails without it
 .venv/bin/ruff check settings engine chat serve testing bench tests scripts app.py
 .venv/bin/ruff format --check settings engine chat serve testing bench tests scripts app.py

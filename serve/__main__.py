@@ -43,11 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     logger.info("starting on http://%s:%d; the full log: %s", args.host, args.port, log_file)
+    from chat.access.oidc import check_oidc
     from chat.history.reach import check_history
     from engine import preflight
 
     try:
         check_history(settings)  # first: a second, where the engine's checks import vLLM
+        check_oidc(settings)
         plan = preflight(settings)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -61,12 +61,15 @@ def _load_chainlit_app(public_host: str, plan: Plan, attachment: Attachment | No
 def _checked_plan() -> Plan:
     """The settings checked against the model and the machine (``chainlit run app.py``: no
     launcher ran the checks); a bad setting: one line on stderr, exit 2."""
+    from chat.access.oidc import check_oidc
     from engine import preflight
     from settings.loader import load_settings
     from settings.settings import SettingsError
 
     try:
-        return preflight(load_settings())
+        settings = load_settings()
+        check_oidc(settings)
+        return preflight(settings)
     except SettingsError as exc:  # one line naming the setting, then stop
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

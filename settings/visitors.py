@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from settings.company import CompanySignInSettings
 from settings.names import env_name
-from settings.origins import RecordedSettings
 from settings.urls import DatabaseUrlError, database_url
 
 __all__ = ["AUTH_SECRET", "MIN_SECRET_CHARS", "AccessSettings"]
@@ -26,7 +26,7 @@ AUTH_SECRET = "CHAINLIT_AUTH_SECRET"  # Chainlit's own variable: signs the sessi
 MIN_SECRET_CHARS = 32
 
 
-class AccessSettings(RecordedSettings):
+class AccessSettings(CompanySignInSettings):
     """Sign-in, history and per-user limits (part of ``settings.settings.Settings``)."""
 
     users_file: Path | None = Field(
@@ -206,8 +206,9 @@ class AccessSettings(RecordedSettings):
 
     @property
     def signs_in(self) -> bool:
-        """Whether visitors sign in (a users file, or a trusted proxy's header)."""
-        return self.users_file is not None or self.auth_header is not None
+        """Whether visitors sign in (a users file, a trusted proxy's header, or a company's
+        OpenID Connect provider)."""
+        return any((self.users_file, self.auth_header, self.oidc_issuer))
 
     @property
     def kept_history_url(self) -> str | None:
@@ -252,8 +253,9 @@ class AccessSettings(RecordedSettings):
             )
         self._check_proxy()
         signing_key = os.environ.get(AUTH_SECRET, "")
-        if (self.users_file or self.auth_header) and len(signing_key) < MIN_SECRET_CHARS:
-            which = env_name("users_file" if self.users_file else "auth_header")
+        if self.signs_in and len(signing_key) < MIN_SECRET_CHARS:
+            way = "users_file" if self.users_file else "auth_header" if self.auth_header else ""
+            which = env_name(way or "oidc_issuer")
             raise ValueError(
                 f"{which} turns sign-in on, which needs {AUTH_SECRET} (the key that signs "
                 f"sessions, at least {MIN_SECRET_CHARS} characters; "

@@ -94,10 +94,12 @@ class Server:
         *,
         open_files: int | None = None,
         cwd: Path = ROOT,
+        port: int | None = None,
     ) -> Iterator[Any]:
-        """``command`` (which takes ``{port}``) running in ``cwd`` until the block ends;
-        ``open_files``: its soft limit of open files (1,024 is many distributions')."""
-        port = free_port()
+        """``command`` (which takes ``{port}``: ``port``, or a free one) running in ``cwd``
+        until the block ends; ``open_files``: its soft limit of open files (1,024 is many
+        distributions')."""
+        port = port or free_port()
 
         def limit_open_files() -> None:
             _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -158,6 +160,7 @@ class AppServer(Server):
         open_files: int | None = None,
         root: Path = ROOT,
         prefix: Sequence[str] = (),
+        port: int | None = None,
     ) -> Iterator[AppServer]:
         """The app until the block ends (``app``: ``chainlit run`` that file instead);
         ``nice``: under ``nice`` (vLLM's CPU engine spins on both cores of a small
@@ -173,7 +176,8 @@ class AppServer(Server):
         command = [*prefix, *command]
         full_log = {"ERNIE_LOG_FILE": str(log.with_name(f"{log.stem}-full.log"))}  # beside ``log``
         environ = clean_environ(**{**full_log, **env})
-        with cls.started(command, environ, log, open_files=open_files, cwd=root) as server:
+        started = cls.started(command, environ, log, open_files=open_files, cwd=root, port=port)
+        with started as server:
             yield server
 
     def group_folder(self) -> Path:

@@ -40,6 +40,7 @@ from settings.settings import Settings
 
 from ..chainlit_door import check_sign_ins, config, get_jwt_secret, get_token_from_cookies
 from ..counts import Store
+from . import oidc
 from .limits import SignInAttempts, SignOuts
 from .peers import CLIENT_ADDRESS, REQUEST_USER
 
@@ -86,6 +87,7 @@ def register(settings: Settings, store: Store) -> bool:
     attempts, sign_outs = SignInAttempts(store), SignOuts(store)
     if settings.users_file is not None:
         _register_password(PasswordChecks(settings.users_file), attempts)
+    oidc.register(settings, _user)
     proxy: tuple[str, str, bytes] | None = None
     if settings.auth_header is not None and settings.auth_proxy_secret is not None:
         secret = settings.auth_proxy_secret.get_secret_value().encode()

@@ -1,10 +1,12 @@
 """Chainlit's web app and modules from the inside: the order of its routes, the two
-functions its sign-in runs through, its CORS origins, its files folder, the message
-handler's step, and its SQL data layer's session."""
+functions its sign-in runs through, its OAuth provider set from the app's settings, its
+CORS origins, its files folder, the message handler's step, and its SQL data layer's
+session."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import chainlit.auth
 import chainlit.config
 import chainlit.data
+import chainlit.oauth_providers
 import chainlit.server
 from chainlit.config import config
 from chainlit.utils import wrap_user_function
@@ -33,6 +36,7 @@ __all__ = [
     "set_cors_origins",
     "sql_rows",
     "sql_run",
+    "use_oauth_provider",
     "using_data_layer",
 ]
 
@@ -134,6 +138,27 @@ async def sql_rows(layer: SQLAlchemyDataLayer, query: Any, **values: Any) -> lis
         result = await session.execute(query, values)
         rows = [dict(row._mapping) for row in result.fetchall()]
     return list(layer.clean_result(rows))
+
+
+def use_oauth_provider(
+    name: str, client: tuple[str, str], urls: tuple[str, str, str], *, scopes: str, user_claim: str
+) -> None:
+    """Chainlit's generic OAuth provider, named ``name`` (its routes
+    ``/auth/oauth/<name>``), with this client (id, secret) and the provider's authorize,
+    token and user-info URLs. Chainlit reads its providers' settings from the environment
+    once, at its import, and asks the environment whether one is configured."""
+    provider = next(
+        p
+        for p in chainlit.oauth_providers.providers
+        if isinstance(p, chainlit.oauth_providers.GenericOAuthProvider)
+    )
+    provider.id = name
+    provider.client_id, provider.client_secret = client
+    provider.authorize_url, provider.token_url, provider.user_info_url = urls
+    provider.scopes, provider.user_identifier = scopes, user_claim
+    provider.authorize_params["scope"] = scopes
+    values = (*client, *urls, scopes)
+    os.environ.update(dict(zip(provider.env, values, strict=True)))
 
 
 async def sql_run(layer: SQLAlchemyDataLayer, query: Any, **values: Any) -> int:

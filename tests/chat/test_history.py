@@ -246,14 +246,19 @@ async def test_a_chosen_thread_id_reads_no_other_chat(history: HistoryApp) -> No
     assert all(re.fullmatch(r"[0-9a-f-]{36}", thread["id"]) for thread in threads)
 
 
+async def dave_and_erin(history: HistoryApp) -> tuple[Server, dict[str, str], dict[str, str]]:
+    """The history's app, ready, and two of its users signed in."""
+    app = history.app
+    assert app is not None
+    await wait_ready(app.url, 300)
+    return app, sign_in(app.url, "dave"), sign_in(app.url, "erin")
+
+
 async def test_a_user_changes_nothing_of_anothers_chat(history: HistoryApp) -> None:
     """Chainlit checks no owner before it writes feedback, and stores a message under the
     id its client chose: neither reaches another user's chat. Sharing is off: its routes
     do not answer."""
-    app = history.app
-    assert app is not None
-    await wait_ready(app.url, 300)
-    dave, erin = sign_in(app.url, "dave"), sign_in(app.url, "erin")
+    app, dave, erin = await dave_and_erin(history)
     async with ChatClient.connect(app.url, headers=dave) as chat:
         assert (await chat.send(FIRST, timeout_s=120)).error is None
     (thread,) = json.loads(listed(app.url, dave))["data"]
@@ -292,10 +297,7 @@ async def test_a_shared_link_shows_the_chat_as_it_was_to_signed_in_users_until_s
     """Made by the chat's user alone, read by another signed-in user, by no one without
     sign-in, never by a made-up token; escaped, with no way to anything else; stopped by
     its owner only."""
-    app = history.app
-    assert app is not None
-    await wait_ready(app.url, 300)
-    dave, erin = sign_in(app.url, "dave"), sign_in(app.url, "erin")
+    app, dave, erin = await dave_and_erin(history)
     async with ChatClient.connect(app.url, headers=dave) as chat:
         assert (await chat.send("分享前的话 <script>x()</script>", timeout_s=120)).error is None
         link = await shared_link(chat)
