@@ -285,6 +285,10 @@ async def test_a_user_changes_nothing_of_anothers_chat(history: HistoryApp) -> N
         timeout=10,
     )
     assert own.status_code == 200  # his own feedback is taken
+    for odd, status in (({"value": 7}, 422), ({"comment": "长" * 2001}, 400)):
+        body = {"feedback": feedback | odd, "sessionId": str(uuid.uuid4())}
+        answer = httpx.put(f"{app.url}/feedback", json=body, headers=dave, timeout=10)
+        assert answer.status_code == status, answer.text  # no value the page does not send
     share = {"threadId": thread["id"], "isShared": True}
     shared = httpx.put(f"{app.url}/project/thread/share", json=share, headers=dave)
     assert shared.status_code == 404
