@@ -258,7 +258,7 @@ CHAINLIT_INTERNALS = (
     "eio.",
     "router.routes",
     "ws_sessions_id",
-    "current_task",
+    "session.current_task",  # a chat session's task (asyncio.current_task is not it)
     "init_ws_context",
     "FILES_DIRECTORY",
     "config.code",

@@ -50,6 +50,7 @@ from .server import (
     set_cors_origins,
     sql_rows,
     sql_run,
+    use_engine,
     use_oauth_provider,
     using_data_layer,
 )
@@ -119,6 +120,7 @@ __all__ = [
     "sql_run",
     "trim_chat_messages",
     "update_step",
+    "use_engine",
     "use_oauth_provider",
     "using_data_layer",
     "wire",

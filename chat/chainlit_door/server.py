@@ -19,6 +19,7 @@ import chainlit.oauth_providers
 import chainlit.server
 from chainlit.config import config
 from chainlit.utils import wrap_user_function
+from sqlalchemy.ext.asyncio import async_sessionmaker
 from starlette.middleware.cors import CORSMiddleware
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ __all__ = [
     "set_cors_origins",
     "sql_rows",
     "sql_run",
+    "use_engine",
     "use_oauth_provider",
     "using_data_layer",
 ]
@@ -168,6 +170,13 @@ async def sql_run(layer: SQLAlchemyDataLayer, query: Any, **values: Any) -> int:
         result = await session.execute(query, values)
         await session.commit()
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+def use_engine(layer: SQLAlchemyDataLayer, engine: Any) -> None:
+    """The data layer's statements go through ``engine`` (an ``AsyncEngine``; Chainlit's
+    own is built with the driver's and the pool's defaults)."""
+    layer.engine = engine
+    layer.async_session = async_sessionmaker(engine, expire_on_commit=False)
 
 
 @contextlib.contextmanager

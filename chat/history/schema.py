@@ -157,6 +157,8 @@ async def _columns(connection: AsyncConnection, table: str) -> list[str]:
 
 
 async def _prepare_sqlite(connection: AsyncConnection) -> None:
+    # Readers and the writer of another worker do not wait for each other (kept in the file).
+    await connection.execute(text("PRAGMA journal_mode=WAL"))
     version = (await connection.execute(text("PRAGMA user_version"))).scalar() or 0
     existing = await connection.execute(
         text("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'threads'")

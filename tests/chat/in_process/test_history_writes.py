@@ -4,6 +4,9 @@ chat gives the model its turns back."""
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -111,3 +114,38 @@ async def test_a_refused_message_leaves_nothing_in_the_history(layer: SafeDataLa
         steps = await stored_steps(layer, "alice", page.session.thread_id, 2)
         assert steps[0]["output"] == "ok"
         assert not any("too long" in s["output"] for s in steps)
+
+
+async def test_a_read_right_after_a_reply_sees_the_whole_exchange(layer: SafeDataLayer) -> None:
+    """Chainlit writes a chat in tasks it does not wait for: the Share button pressed as a
+    reply ended found no owner, or no reply."""
+    alice = await user(layer, "alice")
+    async with app_on(mock_engine(["答"])) as app:
+        page = app.open_page(user=alice)
+        await page.connect()
+        await page.send("问")
+        token = REQUEST_USER.set("alice")
+        try:
+            author = await layer.author_of(page.session.thread_id)
+            thread = await layer.get_thread(page.session.thread_id)
+        finally:
+            REQUEST_USER.reset(token)
+    assert author == "alice" and thread is not None
+    steps = [s for s in thread["steps"] if "message" in s["type"]]
+    kept = [(s["type"], s["output"].split("\n")[0]) for s in steps]
+    assert kept == [("user_message", "问"), ("assistant_message", "答")]
+
+
+async def test_a_write_waits_for_another_workers_lock(layer: SafeDataLayer) -> None:
+    """Another worker holds the file's lock past SQLite's 5 s: the write waits its turn
+    (Chainlit's layer dropped it, "database is locked", with a warning)."""
+    alice = await user(layer, "alice")
+    thread_id = str(uuid.uuid4())
+    other = sqlite3.connect(layer.engine.url.database or "", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # its write under way
+    write = asyncio.create_task(layer.update_thread(thread_id, name="问", user_id=alice.id))
+    await asyncio.sleep(5.5)
+    other.execute("COMMIT")
+    other.close()
+    await write
+    assert await layer.get_thread_author(thread_id) == "alice"
