@@ -51,6 +51,7 @@ USERS = ("alice", "frank", "gina", "henry", "ivy", "kate", "liam")  # kate, liam
 
 
 LONGEST_REPLY = 512  # the panel's end (a long reply to hold or stop is as long)
+DAILY_TOKENS = 1500  # the replicas' day: two of the panel's longest replies, past a fifth
 RELOADED_REPLY = 1536  # signed_app's end: a reply still being written after a page reloads
 
 
@@ -201,12 +202,14 @@ def replicas_loading(
     postgres_url: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[list[AppServer]]:
-    """Two app replicas on one ``vllm serve`` and one PostgreSQL for their counts."""
+    """Two app replicas on one ``vllm serve`` and one PostgreSQL for their counts, a
+    user's tokens a day among them (``DAILY_TOKENS``)."""
     with ThreadPoolExecutor(1) as making:  # a test's event loop may be running here
         counts = making.submit(asyncio.run, new_database(postgres_url, "replicas")).result()
     env = _remote(scripted_model, vllm_loading, 64) | SIGNED_ENV | {"ERNIE_HISTORY_URL": "off"}
     env |= {"ERNIE_USERS_FILE": str(users_file), "ERNIE_COUNTS_URL": counts}
     env |= {"ERNIE_MAX_REPLIES": "1", "ERNIE_MAX_WAITING": "8"}
+    env |= {"ERNIE_DAILY_TOKENS": str(DAILY_TOKENS)}
     with contextlib.ExitStack() as stack:
         apps = []
         for name in ("replica-a", "replica-b"):
