@@ -13,7 +13,10 @@ did, so Chinese (no spaces between words) is found by any run of its characters:
 - PostgreSQL: ``pg_trgm``'s GIN index on the messages serves ``ILIKE`` of three
   characters or more; without the extension (not allowed) the same query scans.
 
-``python -m bench.search`` measures it on 10,000 chats.
+A chat's newest message's time is kept on its row (``"lastAt"``, set by a trigger on
+``steps``), so that a page of the list is an index's range, not an aggregate over every
+chat of the user (90 ms a page at 10,000 chats on SQLite, before). ``python -m
+bench.search`` measures it on 10,000 chats.
 """
 
 from __future__ import annotations
@@ -38,11 +41,36 @@ logger = logging.getLogger(__name__)
 SEARCH_CHARS = 200  # a query longer than any a person types is cut here
 TRIGRAM = 3  # the shortest query an index serves
 
+LAST_AT = 'COALESCE(t."lastAt", t."createdAt", \'\')'  # a chat's place in the list
 _INDEXES = (
     'CREATE INDEX IF NOT EXISTS steps_by_thread ON steps ("threadId", "createdAt")',
-    'CREATE INDEX IF NOT EXISTS threads_by_user ON threads ("userId")',
+    "CREATE INDEX IF NOT EXISTS threads_by_last ON threads "
+    '("userId", (COALESCE("lastAt", "createdAt", \'\')) DESC, "id")',
     'CREATE INDEX IF NOT EXISTS feedbacks_by_step ON feedbacks ("forId")',
 )
+_LAST_AT_SET = (
+    'UPDATE threads SET "lastAt" = {new}."createdAt" WHERE "id" = {new}."threadId" '
+    'AND COALESCE("lastAt", \'\') < {new}."createdAt"'
+)
+_LAST_AT = {
+    "sqlite": tuple(
+        f"CREATE TRIGGER IF NOT EXISTS threads_last_at_{event} AFTER {on} ON steps BEGIN "
+        f"{_LAST_AT_SET.format(new='new')}; END"
+        for event, on in (("insert", "INSERT"), ("update", 'UPDATE OF "createdAt"'))
+    ),
+    "postgresql": (
+        "CREATE OR REPLACE FUNCTION ernie_thread_last_at() RETURNS trigger LANGUAGE plpgsql "
+        f"AS $$ BEGIN {_LAST_AT_SET.format(new='NEW')}; RETURN NULL; END $$",
+        "DROP TRIGGER IF EXISTS threads_last_at ON steps",
+        'CREATE TRIGGER threads_last_at AFTER INSERT OR UPDATE OF "createdAt" ON steps '
+        "FOR EACH ROW EXECUTE FUNCTION ernie_thread_last_at()",
+    ),
+}
+_HAS_LAST_AT = {
+    "sqlite": "SELECT COUNT(*) FROM pragma_table_info('threads') WHERE name = 'lastAt'",
+    "postgresql": "SELECT COUNT(*) FROM information_schema.columns "
+    "WHERE table_name = 'threads' AND column_name = 'lastAt'",
+}
 _SQLITE = (
     "CREATE VIRTUAL TABLE steps_search USING fts5("
     "output, content='steps', content_rowid='rowid', tokenize='trigram')",
@@ -62,8 +90,24 @@ _POSTGRES = (
 )
 
 
+async def _keep_last_at(connection: AsyncConnection, dialect: str) -> None:
+    """``threads."lastAt"``, added to a history made without it (its chats' newest
+    messages' times written in), and the trigger that keeps it."""
+    if not (await connection.execute(text(_HAS_LAST_AT[dialect]))).scalar():
+        await connection.execute(text('ALTER TABLE threads ADD COLUMN "lastAt" TEXT'))
+        await connection.execute(
+            text(
+                'UPDATE threads SET "lastAt" = (SELECT MAX(s."createdAt") FROM steps s '
+                'WHERE s."threadId" = threads."id")'
+            )
+        )
+    for statement in _LAST_AT[dialect]:
+        await connection.execute(text(statement))
+
+
 async def create_search(connection: AsyncConnection, dialect: str) -> None:
     """The indexes the list and its search read (made where missing)."""
+    await _keep_last_at(connection, dialect)
     for statement in _INDEXES:
         await connection.execute(text(statement))
     if dialect == "sqlite":
@@ -112,13 +156,11 @@ def _page_query(dialect: str, filters: ThreadFilter, cursor: bool) -> tuple[str,
     if filters.feedback is not None:
         conditions.append('t."id" IN (SELECT f."threadId" FROM feedbacks f WHERE f."value" = :fb)')
         values["fb"] = int(filters.feedback)
-    updated = 'COALESCE(MAX(s."createdAt"), t."createdAt", \'\')'
-    after = f'HAVING {updated} < :at OR ({updated} = :at AND t."id" > :cursor)' if cursor else ""
+    if cursor:
+        conditions.append(f'({LAST_AT} < :at OR ({LAST_AT} = :at AND t."id" > :cursor))')
     query = (
-        f'SELECT {THREAD_COLUMNS}, {updated} AS "updatedAt" FROM threads t '
-        f'LEFT JOIN steps s ON s."threadId" = t."id" WHERE {" AND ".join(conditions)} '
-        f"GROUP BY {THREAD_COLUMNS} {after} "
-        f'ORDER BY "updatedAt" DESC, t."id" LIMIT :limit'
+        f'SELECT {THREAD_COLUMNS}, {LAST_AT} AS "updatedAt" FROM threads t '
+        f'WHERE {" AND ".join(conditions)} ORDER BY {LAST_AT} DESC, t."id" LIMIT :limit'
     )
     return query, values
 
@@ -136,9 +178,8 @@ async def listed_threads(
         at = await sql_rows(
             layer,
             text(
-                'SELECT COALESCE(MAX(s."createdAt"), t."createdAt", \'\') AS "at" FROM threads t '
-                'LEFT JOIN steps s ON s."threadId" = t."id" WHERE t."id" = :cursor '
-                'AND t."userId" = :user_id GROUP BY t."id", t."createdAt"'
+                f'SELECT {LAST_AT} AS "at" FROM threads t '
+                'WHERE t."id" = :cursor AND t."userId" = :user_id'
             ),
             cursor=pagination.cursor,
             user_id=filters.userId,

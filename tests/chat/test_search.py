@@ -35,6 +35,11 @@ async def layer(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     await made.engine.dispose()
 
 
+def ident(layer: SafeDataLayer, value: str) -> Any:
+    """An id as the database's driver binds it (asyncpg: a UUID column's value as one)."""
+    return uuid.UUID(value) if layer.engine.dialect.name == "postgresql" else value
+
+
 async def seed(layer: SafeDataLayer, user: str, chats: list[list[str]]) -> tuple[str, list[str]]:
     """A user and ``chats`` (each its messages' texts), the first oldest; the user's id and
     the chats' ids."""
@@ -112,6 +117,42 @@ async def test_the_list_is_a_page_at_a_time_newest_first(layer: SafeDataLayer) -
             break
         cursor = listed.pageInfo.endCursor
     assert pages == [newest_first[:3], newest_first[3:6], newest_first[6:]]
+
+
+OLDER_HISTORY = {  # what a history made before the list kept a chat's newest time lacks
+    "sqlite": (
+        "DROP TRIGGER threads_last_at_insert",
+        "DROP TRIGGER threads_last_at_update",
+        "DROP INDEX threads_by_last",
+        'ALTER TABLE threads DROP COLUMN "lastAt"',
+    ),
+    "postgresql": (
+        "DROP FUNCTION ernie_thread_last_at() CASCADE",
+        'ALTER TABLE threads DROP COLUMN "lastAt" CASCADE',
+    ),
+}
+
+
+async def test_an_older_history_lists_its_chats_by_their_newest_message(
+    layer: SafeDataLayer,
+) -> None:
+    """Its chats' newest times are written in at start, and kept from then on."""
+    async with layer.engine.begin() as db:
+        for statement in OLDER_HISTORY[layer.engine.dialect.name]:
+            await db.execute(text(statement))
+    user, (old, new) = await seed(layer, "olga", [["旧的对话", "旧的回复"], ["新的对话"]])
+    await create_schema(layer.engine.url.render_as_string(hide_password=False))
+    assert await found(layer, user) == [new, old]
+    async with layer.engine.begin() as db:  # the old chat goes on
+        await db.execute(
+            text(
+                'INSERT INTO steps ("id", "name", "type", "threadId", "streaming", "output", '
+                "\"createdAt\") VALUES (:id, 'x', 'user_message', :thread, false, '又来了', "
+                "'2027-01-01T00:00:00.000000Z')"
+            ),
+            {"id": ident(layer, str(uuid.uuid4())), "thread": ident(layer, old)},
+        )
+    assert await found(layer, user) == [old, new]
 
 
 async def test_an_edited_or_deleted_message_is_found_as_it_is_now(layer: SafeDataLayer) -> None:

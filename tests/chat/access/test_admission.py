@@ -6,7 +6,9 @@ a chat message gets words, not the exception's text. On the real app with histor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
 import uuid
 from pathlib import Path
 
@@ -22,7 +24,12 @@ LONG_PASTE = "长" * 150_000  # 7.5 times the 20,000 characters a message may ha
 
 
 def history_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.glob("history.db*"))
+    """What the history holds: its pages in use (its WAL file keeps a copy of each page
+    written until a checkpoint, whatever was written)."""
+    with contextlib.closing(sqlite3.connect(folder / "history.db", timeout=60)) as db:
+        used = db.execute("PRAGMA page_count").fetchone()[0]
+        used -= db.execute("PRAGMA freelist_count").fetchone()[0]
+        return int(used * db.execute("PRAGMA page_size").fetchone()[0])
 
 
 def threads_of(url: str, cookie: dict[str, str]) -> list[dict[str, object]]:
