@@ -69,7 +69,8 @@ _LAST_AT = {
 _HAS_LAST_AT = {
     "sqlite": "SELECT COUNT(*) FROM pragma_table_info('threads') WHERE name = 'lastAt'",
     "postgresql": "SELECT COUNT(*) FROM information_schema.columns "
-    "WHERE table_name = 'threads' AND column_name = 'lastAt'",
+    "WHERE table_schema = current_schema() AND table_name = 'threads' "
+    "AND column_name = 'lastAt'",
 }
 _SQLITE = (
     "CREATE VIRTUAL TABLE steps_search USING fts5("

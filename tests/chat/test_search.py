@@ -43,18 +43,16 @@ def ident(layer: SafeDataLayer, value: str) -> Any:
 async def seed(layer: SafeDataLayer, user: str, chats: list[list[str]]) -> tuple[str, list[str]]:
     """A user and ``chats`` (each its messages' texts), the first oldest; the user's id and
     the chats' ids."""
-    postgres = layer.engine.dialect.name == "postgresql"
-    ident: Any = uuid.UUID if postgres else str
     user_id, ids = str(uuid.uuid4()), [str(uuid.uuid4()) for _ in chats]
     async with layer.engine.begin() as db:
         await db.execute(
             text('INSERT INTO users ("id", "identifier", "metadata") VALUES (:id, :name, \'{}\')'),
-            {"id": ident(user_id), "name": user},
+            {"id": ident(layer, user_id), "name": user},
         )
         for n, (thread, texts) in enumerate(zip(ids, chats, strict=True)):
             await db.execute(
                 text('INSERT INTO threads ("id", "userId", "name") VALUES (:id, :user, :name)'),
-                {"id": ident(thread), "user": ident(user_id), "name": texts[0][:20]},
+                {"id": ident(layer, thread), "user": ident(layer, user_id), "name": texts[0][:20]},
             )
             for m, said in enumerate(texts):
                 await db.execute(
@@ -64,8 +62,8 @@ async def seed(layer: SafeDataLayer, user: str, chats: list[list[str]]) -> tuple
                         "false, :output, :at)"
                     ),
                     {
-                        "id": ident(str(uuid.uuid4())),
-                        "thread": ident(thread),
+                        "id": ident(layer, str(uuid.uuid4())),
+                        "thread": ident(layer, thread),
                         "output": said,
                         "at": f"2026-12-{1 + n // 24:02d}T{n % 24:02d}:00:{m:02d}.000000Z",
                     },
