@@ -140,6 +140,13 @@ async def test_an_older_history_lists_its_chats_by_their_newest_message(
             await db.execute(text(statement))
     user, (old, new) = await seed(layer, "olga", [["旧的对话", "旧的回复"], ["新的对话"]])
     await create_schema(layer.engine.url.render_as_string(hide_password=False))
+    async with layer.engine.connect() as db:
+        kept = await db.execute(text('SELECT "id", "lastAt" FROM threads'))
+        newest = {str(chat_id): at for chat_id, at in kept}
+    assert newest == {
+        new: "2026-12-01T01:00:00.000000Z",  # its one message's time
+        old: "2026-12-01T00:00:01.000000Z",  # its reply's
+    }
     assert await found(layer, user) == [new, old]
     async with layer.engine.begin() as db:  # the old chat goes on
         await db.execute(
